@@ -1,0 +1,39 @@
+"""minitorch: a deep-learning framework built in stages, from eager tensors to a small compiler."""
+
+from . import backends  # noqa: F401  (registers the CPU backends)
+from .core import ops as _ops  # noqa: F401  (registers the built-in op set)
+from .core.creation import (
+    arange,
+    full,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    tensor,
+    where,
+    zeros,
+    zeros_like,
+)
+from .core.dtypes import bool_, float32, float64, int64
+from .core.errors import OpError
+from .core.registry import OPS, OpKind, Spec, dispatch, get_op, register_kernel, register_op, register_vjp
+from .core.tensor import Tensor, enable_grad, is_grad_enabled, no_grad
+from .backends import current as current_backend, get_backend, set_backend, use_backend
+from .exercises import get_mode, set_mode
+
+__all__ = [
+    "OPS", "OpError", "OpKind", "Spec", "Tensor",
+    "arange", "bool_", "current_backend", "dispatch", "enable_grad", "float32", "float64",
+    "full", "get_backend", "get_mode", "get_op", "int64", "is_grad_enabled", "manual_seed",
+    "no_grad", "ones", "ones_like", "rand", "randn", "register_kernel", "register_op",
+    "register_vjp", "set_backend", "set_mode", "tensor", "use_backend", "where", "zeros", "zeros_like",
+]
+
+
+def synchronize(device: str = "cuda") -> None:
+    """Wait for queued device work to finish (a no-op on the CPU)."""
+    try:
+        current_backend(device).synchronize()
+    except Exception:
+        pass

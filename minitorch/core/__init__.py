@@ -1,0 +1,1 @@
+"""The core every chapter shares: dtypes, errors, the op registry and the Tensor."""

@@ -1,0 +1,1 @@
+"""Chapter 1: storage, strides, views, broadcasting and the strided loops."""

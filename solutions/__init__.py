@@ -1,0 +1,1 @@
+"""Reference solutions (``reference/``) and the nbgrader source notebooks (``notebooks/``)."""
