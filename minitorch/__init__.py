@@ -22,6 +22,11 @@ from .core.tensor import Tensor, enable_grad, is_grad_enabled, no_grad
 from .backends import current as current_backend, get_backend, set_backend, use_backend
 from .exercises import get_mode, set_mode
 
+from . import nn  # chapter 2
+from .autograd import *  # chapter 2
+from .jit import *  # chapter 5
+from .nn import optim  # chapter 2
+
 __all__ = [
     "OPS", "OpError", "OpKind", "Spec", "Tensor",
     "arange", "bool_", "current_backend", "dispatch", "enable_grad", "float32", "float64",
