@@ -1,6 +1,7 @@
 """minitorch: a deep-learning framework built in stages, from eager tensors to a small compiler."""
 
 from . import backends  # noqa: F401  (registers the CPU backends)
+from .core import conv_ops as _conv_ops  # noqa: F401  (chapter 3's ops)
 from .core import ops as _ops  # noqa: F401  (registers the built-in op set)
 from .core.creation import (
     arange,
@@ -24,7 +25,7 @@ from .exercises import get_mode, set_mode
 
 from . import nn  # chapter 2
 from .autograd import *  # chapter 2
-from .jit import *  # chapter 5
+from .tracing import *  # chapter 5
 from .nn import optim  # chapter 2
 
 __all__ = [

@@ -1,0 +1,1 @@
+"""Chapter 3's op set: convolution, pooling, softmax and logsumexp (registered for every backend)."""
