@@ -1,0 +1,118 @@
+"""``python -m autograder``: grade the learner's work (or the reference) and report.
+
+    python -m autograder                  # every chapter, isolated grading
+    python -m autograder --chapter 1      # one chapter
+    python -m autograder --exercise 1.3   # one exercise's tests (no notebook)
+    python -m autograder --integrated     # your code everywhere, no reference fallback
+    python -m autograder --solutions      # the reference solutions: must earn full marks
+    python -m autograder --expect zero    # the untouched starter code: must earn nothing
+
+Exit code 0 whatever the score (unless --solutions or --expect is given and
+not met); 2 when the grader itself could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import manifest
+from .notebooks import EXERCISES, grade_lab
+from .report import print_report, totals, write_results_json
+from .runner import run_items
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.split("\n")[0])
+    p.add_argument("--chapter", "-c", type=int, action="append", help="grade only this chapter")
+    p.add_argument("--exercise", "-e", help="grade only this exercise, e.g. 1.3")
+    p.add_argument("--solutions", action="store_true", help="grade the reference solutions")
+    p.add_argument("--integrated", action="store_true",
+                   help="use your code for every chapter (default: isolated, reference elsewhere)")
+    p.add_argument("--expect", choices=["full", "zero"], help="exit 1 unless the score is full / zero")
+    p.add_argument("--no-notebooks", action="store_true", help="skip the lab notebooks")
+    p.add_argument("--json", default="build/results.json", help="where to write results.json")
+    p.add_argument("--timeout", type=float, default=90, help="seconds per graded test")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    start = time.monotonic()
+    mode = "reference" if args.solutions else ("learner" if args.integrated else "isolated")
+    expect = "full" if args.solutions and not args.expect else args.expect
+
+    chapters = args.chapter or manifest.chapters()
+    if args.exercise:
+        chapters = [int(args.exercise.split(".")[0])]
+    unknown = [c for c in chapters if c not in manifest.chapters()]
+    if unknown:
+        console.print(f"[red]No graded tests for chapter(s) {unknown}; have {manifest.chapters()}[/]")
+        return 2
+
+    plan = []  # (chapter, tests, lab items)
+    for ch in chapters:
+        tests = manifest.graded_items(ch)
+        if args.exercise:
+            tests = [t for t in tests if t.exercise == args.exercise]
+            if not tests:
+                console.print(f"[red]No graded test covers exercise {args.exercise}[/]")
+                return 2
+        labs = [] if (args.no_notebooks or args.exercise) else manifest.notebook_items(ch)
+        plan.append((ch, tests, labs))
+    total = sum(len(t) + len(n) for _, t, n in plan)
+
+    results = []
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=console,
+                  transient=True) as progress:  # fmt: skip
+        task = progress.add_task("grading", total=total, current="")
+
+        def on_event(nodeid, result):
+            if result is None:
+                progress.update(task, current=nodeid.split("::")[-1])
+            else:
+                progress.advance(task)
+
+        for ch, tests, labs in plan:
+            progress.update(task, description=f"chapter {ch}")
+            if tests:
+                results += run_items(tests, mode, focus=None, test_timeout=args.timeout,
+                                     progress=on_event).values()  # fmt: skip
+            if labs:
+                progress.update(task, current=f"lab notebook ch{ch}")
+                source = manifest.notebook_path(ch)
+                submission = source if args.solutions else EXERCISES / source.name
+                lab = grade_lab(labs, source, submission, mode).values()
+                results += lab
+                progress.advance(task, len(labs))
+
+    results.sort(key=lambda r: (r.item.chapter, manifest.exercise_sort_key(r.item.exercise)))
+    who = "reference solutions" if args.solutions else ("your code" + (" (integrated)" if args.integrated else ""))
+    print_report(results, manifest.exercises(), console, f"Total for {who}")
+    seconds = time.monotonic() - start
+    out = Path(args.json)
+    write_results_json(results, out, seconds, {"mode": mode, "chapters": chapters})
+    console.print(f"[dim]results.json written to {out} ({seconds:.0f} s)[/]")
+
+    got, possible = totals(results)
+    if expect == "full" and got < possible - 1e-9:
+        console.print(f"[red bold]Expected full marks, got {got:g} / {possible:g}[/]")
+        return 1
+    if expect == "zero" and got > 0:
+        console.print(f"[red bold]Expected 0 points from the starter code, got {got:g}[/]")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,150 @@
+"""What there is to grade, read from the source files without importing them.
+
+The grader's own process never imports learner code: it reads the graded
+tests' decorators, the exercise stubs and the source notebooks as text. The
+score is computed against this list, so a test that is skipped, not collected
+or never reported earns nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "autograder" / "tests"
+NOTEBOOKS = ROOT / "solutions" / "notebooks"
+PACKAGE = ROOT / "minitorch"
+
+
+@dataclass
+class Item:
+    """One graded test, benchmark or notebook task."""
+
+    nodeid: str  # pytest node id, or "lab:<notebook>::<grade_id>"
+    exercise: str  # "C.N", or "lab C"
+    points: float
+    kind: str = "test"  # test | benchmark | notebook
+    metric: str | None = None
+    bands: list = field(default_factory=list)
+    higher_is_better: bool = True
+    needs: str | None = None
+
+    @property
+    def chapter(self) -> int:
+        return int(self.exercise.split(".")[0].replace("lab ", ""))
+
+    @property
+    def name(self) -> str:
+        return self.nodeid.split("::")[-1]
+
+
+def chapters() -> list[int]:
+    return sorted(int(p.name[2:]) for p in TESTS.glob("ch*") if p.name[2:].isdigit())
+
+
+def _literal(node: ast.AST):
+    return ast.literal_eval(node)
+
+
+def graded_items(chapter: int) -> list[Item]:
+    items = []
+    folder = TESTS / f"ch{chapter}"
+    files = sorted(folder.glob("test_*.py")) + sorted(folder.glob("bench_*.py"))
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        rel = path.relative_to(ROOT).as_posix()
+        for fn in tree.body:
+            if not isinstance(fn, ast.FunctionDef) or not fn.name.startswith(("test_", "bench_")):
+                continue
+            for deco in fn.decorator_list:
+                if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Name)):
+                    continue
+                kind = {"graded": "test", "benchmark": "benchmark"}.get(deco.func.id)
+                if kind is None:
+                    continue
+                args = [_literal(a) for a in deco.args]
+                kw = {k.arg: _literal(k.value) for k in deco.keywords}
+                names = ["exercise", "points", "metric", "bands"][: len(args)]
+                kw.update(zip(names, args))
+                items.append(
+                    Item(
+                        nodeid=f"{rel}::{fn.name}",
+                        exercise=str(kw["exercise"]),
+                        points=float(kw["points"]),
+                        kind=kind,
+                        metric=kw.get("metric"),
+                        bands=[tuple(b) for b in kw.get("bands", [])],
+                        higher_is_better=kw.get("higher_is_better", True),
+                        needs=kw.get("needs"),
+                    )
+                )
+    return items
+
+
+def notebook_path(chapter: int) -> Path | None:
+    found = sorted(NOTEBOOKS.glob(f"ch{chapter}_*.ipynb"))
+    return found[0] if found else None
+
+
+def notebook_items(chapter: int) -> list[Item]:
+    """The graded cells of the chapter's source notebook, with their points."""
+    path = notebook_path(chapter)
+    if path is None:
+        return []
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    items = []
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and meta.get("points"):
+            items.append(
+                Item(
+                    nodeid=f"lab:{path.stem}::{meta['grade_id']}",
+                    exercise=f"lab {chapter}",
+                    points=float(meta["points"]),
+                    kind="notebook",
+                )
+            )
+    return items
+
+
+@dataclass
+class ExerciseInfo:
+    id: str
+    name: str
+    path: str
+    line: int
+    summary: str
+
+
+def exercises() -> dict[str, ExerciseInfo]:
+    """Every ``@exercise("C.N")`` stub in the package, by id."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for deco in fn.decorator_list:
+                if (
+                    isinstance(deco, ast.Call)
+                    and getattr(deco.func, "id", getattr(deco.func, "attr", "")) == "exercise"
+                    and deco.args
+                ):
+                    ex_id = str(_literal(deco.args[0]))
+                    doc = (ast.get_docstring(fn) or "").strip().splitlines()
+                    found[ex_id] = ExerciseInfo(
+                        ex_id,
+                        fn.name,
+                        path.relative_to(ROOT).as_posix(),
+                        fn.lineno,
+                        doc[0] if doc else "",
+                    )
+    return found
+
+
+def exercise_sort_key(ex_id: str):
+    head, _, tail = ex_id.replace("lab ", "").partition(".")
+    return (int(head), 1 if ex_id.startswith("lab") else 0, int(tail or 0))

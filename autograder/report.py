@@ -1,0 +1,112 @@
+"""The grade report: a table in the terminal and Gradescope's results.json."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .manifest import ExerciseInfo, exercise_sort_key
+from .runner import Result
+
+STYLE = {"passed": "green", "failed": "red", "crashed": "red", "timeout": "red",
+         "not run": "yellow", "excluded": "dim"}  # fmt: skip
+
+
+def totals(results: list[Result]) -> tuple[float, float]:
+    counted = [r for r in results if r.counted]
+    return sum(r.score for r in counted), sum(r.item.points for r in counted)
+
+
+def _figures(r: Result) -> str:
+    if not r.figures:
+        return ""
+    main = r.item.metric
+    parts = [f"{main}={r.figures[main]:.3g}"] if main in r.figures else []
+    if r.item.bands:
+        op = ">=" if r.item.higher_is_better else "<="
+        parts[-1:] = [f"{parts[-1]} (full marks {op} {r.item.bands[0][0]})"] if parts else []
+    parts += [f"{k}={v:.3g}" for k, v in r.figures.items() if k != main]
+    return ", ".join(parts)
+
+
+def _one_line(r: Result) -> str:
+    first = (r.message or r.status).strip().splitlines()[0] if (r.message or r.status) else ""
+    return first[:160] + (f"  → {r.where}" if r.where else "")
+
+
+def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: Console,
+                 title: str) -> None:  # fmt: skip
+    by_chapter: dict[int, list[Result]] = defaultdict(list)
+    for r in results:
+        by_chapter[r.item.chapter].append(r)
+    for ch in sorted(by_chapter):
+        rs = by_chapter[ch]
+        got, possible = totals(rs)
+        table = Table(title=f"Chapter {ch}: {got:g} / {possible:g} points", title_justify="left")
+        table.add_column("exercise")
+        table.add_column("what")
+        table.add_column("points", justify="right")
+        table.add_column("tests", justify="right")
+        groups: dict[str, list[Result]] = defaultdict(list)
+        for r in rs:
+            key = r.item.exercise if r.item.kind != "benchmark" else f"{r.item.exercise} bench"
+            groups[key].append(r)
+        for key in sorted(groups, key=lambda k: exercise_sort_key(k.split()[0] if "lab" not in k else k)):
+            g = groups[key]
+            e_got, e_possible = totals(g)
+            ok = sum(r.status == "passed" for r in g)
+            counted = sum(r.counted for r in g)
+            ex = info.get(key.split()[0])
+            what = ex.name if ex else ("lab notebook" if key.startswith("lab") else "")
+            if key.endswith("bench"):
+                what = "benchmark: " + ", ".join(r.item.name.removeprefix("bench_") for r in g)
+            style = "green" if counted and e_got == e_possible else ("red" if e_got == 0 else "yellow")
+            if not counted:
+                style = "dim"
+            table.add_row(key, what, f"[{style}]{e_got:g} / {e_possible:g}[/]", f"{ok}/{len(g)}")
+        console.print(table)
+        benches = [r for r in rs if r.item.kind == "benchmark"]
+        for r in benches:
+            figures = _figures(r) or r.message.splitlines()[0] if (r.figures or r.message) else ""
+            console.print(f"  [bold]{r.item.name}[/] ({r.item.exercise}): {figures}", highlight=False)
+        bad = [r for r in rs if r.status not in ("passed", "excluded") or r.score < r.item.points - 1e-9]
+        if bad:
+            console.print("  [bold]What went wrong[/] (one line each; `make grade EX=C.N` reruns one exercise):")
+            for r in bad:
+                colour = STYLE.get(r.status, "red")
+                console.print(
+                    f"  [{colour}]{r.item.exercise:>6} {r.item.name}[/]: {_one_line(r)}",
+                    highlight=False,
+                )
+        excluded = [r for r in rs if r.status == "excluded"]
+        for r in excluded:
+            console.print(f"  [dim]{r.item.exercise} {r.item.name}: {r.message} (left out of the total)[/]")
+        console.print()
+    got, possible = totals(results)
+    console.print(f"[bold]{title}: {got:g} / {possible:g} points[/]")
+
+
+def write_results_json(results: list[Result], path: Path, seconds: float, meta: dict) -> None:
+    tests = []
+    for r in results:
+        entry = {
+            "name": f"{r.item.exercise} {r.item.name}",
+            "score": round(r.score, 4),
+            "max_score": r.item.points if r.counted else 0,
+            "status": "passed" if r.status == "passed" else "failed",
+            "output": (f"[{r.status}] " + (r.message or "")).strip()
+            + (f"\nwhere: {r.where}" if r.where else ""),
+            "visibility": "visible",
+            "extra_data": {"kind": r.item.kind, "status": r.status, "figures": r.figures,
+                           "duration_s": round(r.duration, 3)},  # fmt: skip
+        }
+        tests.append(entry)
+    got, possible = totals(results)
+    data = {"score": round(got, 4), "max_score": possible, "execution_time": round(seconds, 1),
+            "tests": tests, "extra_data": meta}  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2))

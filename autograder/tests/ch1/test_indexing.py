@@ -1,0 +1,79 @@
+"""Chapter 1, exercises 1.1-1.5: positions, indices, strides and broadcasting."""
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from autograder.harness import check, graded
+from minitorch.core.errors import OpError
+from minitorch.tensor import indexing as ix
+
+from .strategies import index_in, shapes, strided_views
+
+
+@graded("1.1", points=1)
+def test_index_to_position_examples():
+    check(ix.index_to_position((1, 2), (3, 1)) == 5, "1.1", "wrong position", index=(1, 2), strides=(3, 1))
+    check(ix.index_to_position((), ()) == 0, "1.1", "a 0-d tensor sits at position 0")
+    got = ix.index_to_position((1, 2), (1, 2), 4)
+    check(got == 9, "1.1", f"offset is ignored? got {got}", index=(1, 2), strides=(1, 2), offset=4)
+
+
+@graded("1.1", points=2)
+@given(st.data())
+def test_index_to_position_matches_numpy(data):
+    view, td = data.draw(strided_views())
+    idx = data.draw(index_in(view.shape))
+    got = td.storage[ix.index_to_position(idx, td.strides, td.offset)]
+    check(got == view[idx], "1.1", "position does not hold the element numpy finds",
+          index=idx, shape=td.shape, strides=td.strides, offset=td.offset)
+
+
+@graded("1.2", points=2)
+@given(shapes, st.data())
+def test_to_index_is_row_major(shape, data):
+    k = data.draw(st.integers(0, int(np.prod(shape)) - 1))
+    got = tuple(ix.to_index(k, shape))
+    want = tuple(int(i) for i in np.unravel_index(k, shape)) if shape else ()
+    check(got == want, "1.2", f"got {got}, expected {want}", ordinal=k, shape=shape)
+
+
+@graded("1.3", points=2)
+@given(shapes)
+def test_strides_from_shape(shape):
+    got = tuple(ix.strides_from_shape(shape))
+    want = tuple(s // 8 for s in np.empty(shape).strides)
+    check(got == want, "1.3", f"got {got}, expected {want}", shape=shape)
+
+
+@graded("1.4", points=2)
+@given(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4))
+def test_broadcast_shape_matches_numpy(bs):
+    a, b = bs.input_shapes
+    got = tuple(ix.broadcast_shape(a, b))
+    check(got == bs.result_shape, "1.4", f"got {got}, expected {bs.result_shape}", a=a, b=b)
+
+
+@graded("1.4", points=1)
+def test_broadcast_shape_error_names_shapes():
+    for a, b in [((2, 3), (4,)), ((2, 1, 3), (2, 2))]:
+        try:
+            ix.broadcast_shape(a, b)
+        except OpError as e:
+            check(str(a) in str(e) and str(b) in str(e), "1.4",
+                  f"the error should show both shapes, got: {e}", a=a, b=b)
+        else:
+            check(False, "1.4", "incompatible shapes must raise OpError", a=a, b=b)
+
+
+@graded("1.5", points=2)
+@given(hnp.mutually_broadcastable_shapes(num_shapes=1, max_dims=4, max_side=4), st.data())
+def test_broadcast_index_reads_numpy_element(bs, data):
+    (shape,) = bs.input_shapes
+    big = bs.result_shape
+    a = np.arange(int(np.prod(shape))).reshape(shape)
+    idx = data.draw(index_in(big))
+    small = tuple(ix.broadcast_index(idx, big, shape))
+    check(a[small] == np.broadcast_to(a, big)[idx], "1.5", f"index {small} reads the wrong element",
+          big_index=idx, big_shape=big, shape=shape)

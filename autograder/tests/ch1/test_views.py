@@ -1,0 +1,94 @@
+"""Chapter 1, exercises 1.6-1.8: permute, reshape and slice as views."""
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autograder.harness import check, graded
+from minitorch.core.errors import OpError
+from minitorch.tensor import views
+
+from .strategies import data_of, strided_views
+
+
+def shows(shape, strides, offset, expected, td) -> bool:
+    from minitorch.tensor.data import TensorData
+
+    got = TensorData(td.storage, tuple(shape), tuple(strides), offset).to_numpy()
+    return got.shape == expected.shape and np.array_equal(got, expected)
+
+
+@graded("1.6", points=2)
+@given(st.data())
+def test_permute_view_matches_numpy(data):
+    view, td = data.draw(strided_views())
+    order = tuple(data.draw(st.permutations(range(view.ndim))))
+    shape, strides = views.permute_view(td.shape, td.strides, order)
+    check(shows(shape, strides, td.offset, view.transpose(order), td), "1.6",
+          "the view does not show numpy's transpose", shape=td.shape, strides=td.strides, order=order)
+
+
+@graded("1.6", points=1)
+def test_permute_view_rejects_bad_order():
+    for order in [(0, 0, 1), (0, 1), (0, 1, 3)]:
+        try:
+            views.permute_view((2, 3, 4), (12, 4, 1), order)
+        except OpError as e:
+            check(str(order) in str(e), "1.6", f"the error should show the order, got: {e}")
+        else:
+            check(False, "1.6", "a bad order must raise OpError", order=order)
+
+
+@graded("1.7", points=2)
+@given(st.data())
+def test_reshape_view_contiguous(data):
+    shape = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
+    n = int(np.prod(shape))
+    base = np.arange(n + 2, dtype=np.float64)
+    view = base[2:].reshape(shape)
+    td = data_of(view, base)
+    new_shape = data.draw(st.sampled_from([(n,), (1, n), (n, 1)] + ([(2, n // 2)] if n % 2 == 0 else [])))
+    strides = views.reshape_view(td.shape, td.strides, new_shape)
+    check(strides is not None and shows(new_shape, strides, td.offset, view.reshape(new_shape), td),
+          "1.7", "a contiguous tensor reshapes as a view", shape=shape, new_shape=new_shape,
+          got=strides)
+
+
+@graded("1.7", points=1)
+def test_reshape_view_refuses_transposed():
+    got = views.reshape_view((2, 3), (1, 2), (6,))
+    check(got is None, "1.7", f"a transposed tensor cannot be flattened as a view; got {got}")
+    got = views.reshape_view((3, 1), (1, 7), (3,))
+    check(got == (1,), "1.7", f"size-1 dims may have any stride; expected (1,), got {got}")
+
+
+@st.composite
+def keys(draw, shape):
+    key = []
+    for n in shape[: draw(st.integers(0, len(shape)))]:
+        if draw(st.booleans()):
+            key.append(draw(st.integers(-n, n - 1)))
+        else:
+            bound = st.none() | st.integers(-n - 1, n + 1)
+            key.append(slice(draw(bound), draw(bound), draw(st.sampled_from([None, 1, 2, -1, -2]))))
+    return tuple(key)
+
+
+@graded("1.8", points=3)
+@given(st.data())
+def test_slice_view_matches_numpy(data):
+    view, td = data.draw(strided_views())
+    key = data.draw(keys(view.shape))
+    shape, strides, offset = views.slice_view(td.shape, td.strides, td.offset, key)
+    check(shows(shape, strides, offset, view[key], td), "1.8", "the slice does not match numpy",
+          shape=td.shape, strides=td.strides, offset=td.offset, key=key)
+
+
+@graded("1.8", points=1)
+def test_slice_view_index_error():
+    try:
+        views.slice_view((4, 5), (5, 1), 0, (1, 7))
+    except OpError as e:
+        check("7" in str(e) and "5" in str(e), "1.8", f"name the index and the size, got: {e}")
+    else:
+        check(False, "1.8", "an index out of range must raise OpError")
