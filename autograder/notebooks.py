@@ -38,7 +38,6 @@ def _api(root: Path):
     c.Exchange.root = str(root / "exchange")
     c.Execute.timeout = CELL_TIMEOUT
     c.ExecutePreprocessor.timeout = CELL_TIMEOUT
-    c.ClearMetadataPreprocessor.enabled = True
     return NbGraderAPI(config=c)
 
 

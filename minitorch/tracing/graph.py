@@ -117,9 +117,11 @@ class Graph:
         return node
 
     def add_input(self, spec: Spec, name: str | None = None) -> Node:
-        node = self._new("input", [], {}, spec)
         if name:
-            node.name = name
+            node = Node(name, "input", [], {}, spec, graph=self)
+            self.nodes.append(node)
+        else:
+            node = self._new("input", [], {}, spec)
         self.inputs.append(node)
         return node
 

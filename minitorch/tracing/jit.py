@@ -143,8 +143,11 @@ class Trace:
         return self.graphs[0]
 
 
-def trace_call(fn, binder, names, values, bound, fullgraph: bool, name: str) -> Trace:
-    """Trace ``fn`` on concrete ``values``; breaks split the graph unless ``fullgraph``."""
+def trace_call(fn, binder, names, values, bound, fullgraph: bool, name: str, run=True) -> Trace:
+    """Trace ``fn`` on concrete ``values``; breaks split the graph unless ``fullgraph``.
+
+    With ``run`` the graph is also compiled and run on ``values`` (the result of this call).
+    """
     slots = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
     tracer = Tracer(name, fullgraph=fullgraph, concrete=[values[i] for i in slots])
     with tracer:
@@ -168,6 +171,8 @@ def trace_call(fn, binder, names, values, bound, fullgraph: bool, name: str) -> 
             return Trace(tracer.graphs, tracer.breaks, out, None, slots)
         leaves, tree = flatten_output(tracer, result)
     tracer.graph.set_outputs(leaves, tree)
+    if not run:
+        return Trace([tracer.graph], [], None, None, slots)
     compiled = tracer.graph.compile()
     out = compiled.run(*(values[i] for i in slots))
     return Trace([tracer.graph], [], out, compiled, slots)
@@ -253,7 +258,7 @@ class JitFunction:
     def trace(self, *args, **kwargs) -> Graph:
         """The staged form: trace on example inputs and return the (single) graph."""
         names, values, bound = self._binder.flatten(args, kwargs)
-        t = trace_call(self.fn, self._binder, names, values, bound, True, self.name)
+        t = trace_call(self.fn, self._binder, names, values, bound, True, self.name, run=False)
         _dump(t.graphs, self.debug, f"{self.name}_staged")
         return t.graph
 

@@ -1,0 +1,200 @@
+"""Graded: losses (2.9-2.10), parameter discovery (2.11), optimizers (2.12-2.13), training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minitorch
+from autograder.harness import assert_close, check, graded
+from minitorch.core.errors import OpError
+from minitorch.nn import SGD, Adam, Linear, Module, Parameter, ReLU, Sequential, find_parameters
+from minitorch.nn.functional import cross_entropy, log_softmax
+from minitorch.nn.optim import adam_step, sgd_step
+
+from .util import check_against_finite_differences, t64, values
+
+
+def _np_log_softmax(x, axis):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+# ---------------------------------------------------------------- 2.9
+
+
+@graded("2.9", points=2)
+@given(rows=st.integers(1, 3), cols=st.integers(1, 4), axis=st.sampled_from([0, 1, -1]),
+       scale=st.sampled_from([1.0, 100.0, 1000.0]), data=st.data())
+def test_log_softmax_matches_numpy_and_is_stable(rows, cols, axis, scale, data):
+    x = data.draw(values((rows, cols))) * scale
+    got = log_softmax(minitorch.tensor(x, dtype="float32"), axis=axis).numpy()
+    check(np.isfinite(got).all(), "2.9", "non-finite output (exp overflow?)", x=x, axis=axis)
+    assert_close(got, _np_log_softmax(x.astype(np.float32), axis), "2.9", rtol=1e-4, atol=1e-4,
+                 x=x, axis=axis)
+
+
+@graded("2.9", points=1)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_log_softmax_gradient(data):
+    x = data.draw(values((2, 3)))
+    w = data.draw(values((2, 3)))
+    check_against_finite_differences("2.9", lambda t: log_softmax(t, axis=1) * t64(w), x, x=x)
+    big = minitorch.tensor([[1000.0, 0.0]], requires_grad=True)
+    log_softmax(big)[0, 1].backward()
+    assert_close(big.grad.numpy(), [[-1.0, 1.0]], "2.9", x="[[1000, 0]]", output="[0, 1]")
+
+
+# ---------------------------------------------------------------- 2.10
+
+
+@graded("2.10", points=2)
+@given(n=st.integers(1, 4), c=st.integers(2, 5), data=st.data())
+def test_cross_entropy_value_and_gradient(n, c, data):
+    x = data.draw(values((n, c))) * 5
+    y = np.array(data.draw(st.lists(st.integers(0, c - 1), min_size=n, max_size=n)))
+    logits = t64(x, requires_grad=True)
+    loss = cross_entropy(logits, minitorch.tensor(y))
+    check(loss.shape == (), "2.10", f"the loss must be 0-d, got shape {loss.shape}")
+    lsm = _np_log_softmax(x, 1)
+    assert_close(loss.item(), -lsm[np.arange(n), y].mean(), "2.10", logits=x, targets=y)
+    loss.backward()
+    want = (np.exp(lsm) - np.eye(c)[y]) / n
+    assert_close(logits.grad.numpy(), want, "2.10", logits=x, targets=y)
+
+
+@graded("2.10", points=1)
+def test_cross_entropy_bad_shapes():
+    assert_close(cross_entropy(minitorch.zeros(2, 2), minitorch.tensor([0, 1])).item(), np.log(2),
+                 "2.10", logits="zeros(2, 2)")
+    with pytest.raises(OpError, match="cross_entropy"):
+        cross_entropy(minitorch.zeros(3, 4), minitorch.tensor([0, 1]))
+    with pytest.raises(OpError, match="cross_entropy"):
+        cross_entropy(minitorch.zeros(4), minitorch.tensor([0]))
+
+
+# ---------------------------------------------------------------- 2.11
+
+
+class _Block(Module):
+    def __init__(self):
+        self.scale = Parameter([1.0])
+        self.layers = [Linear(2, 2, seed=1), ReLU(), (Linear(2, 1, seed=2),)]
+        self.table = {"emb": Parameter(np.zeros((3, 2)))}
+        self.steps = 3
+        self.buffer = minitorch.zeros(2)  # a plain tensor, not a parameter
+        self._hidden = Parameter([0.0])
+
+
+@graded("2.11", points=2)
+def test_find_parameters_walks_modules_lists_and_dicts():
+    net = Sequential(Linear(2, 3), ReLU(), Linear(3, 1))
+    names = [n for n, _ in find_parameters(net)]
+    want = ["layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias"]
+    check(names == want, "2.11", f"got {names}, expected {want}")
+    block = _Block()
+    names = [n for n, _ in find_parameters(block, "m")]
+    want = ["m.scale", "m.layers.0.weight", "m.layers.0.bias", "m.layers.2.0.weight",
+            "m.layers.2.0.bias", "m.table.emb"]
+    check(names == want, "2.11", f"got {names}, expected {want}")
+    check(all(isinstance(p, Parameter) for _, p in find_parameters(block)), "2.11",
+          "only Parameters may be returned")
+
+
+@graded("2.11", points=1)
+def test_module_parameters_zero_grad_and_train_eval():
+    shared = Linear(2, 2)
+    net = Sequential(shared, ReLU(), shared)
+    check(len(find_parameters(net)) == 4, "2.11", "a shared layer is found under each name")
+    check(len(net.parameters()) == 2, "2.11", "parameters() lists each object once")
+    net(minitorch.ones(1, 2)).sum().backward()
+    check(all(p.grad is not None for p in net.parameters()), "2.11", "backward fills .grad")
+    net.zero_grad()
+    check(all(p.grad is None for p in net.parameters()), "2.11", "zero_grad clears .grad")
+    net.eval()
+    check(not any(m.training for m in net.modules()), "2.11", "eval() reaches sub-modules")
+
+
+# ---------------------------------------------------------------- 2.12
+
+
+@graded("2.12", points=2)
+@given(momentum=st.sampled_from([0.0, 0.5, 0.9]), wd=st.sampled_from([0.0, 0.1]), data=st.data())
+def test_sgd_steps_match_numpy(momentum, wd, data):
+    p0 = data.draw(values((2, 3)))
+    grads = [data.draw(values((2, 3))) for _ in range(3)]
+    p, v = t64(p0), None
+    want, vel = p0.copy(), None
+    for g in grads:
+        p, v = sgd_step(p, t64(g), v, 0.1, momentum, wd)
+        g = g + wd * want
+        vel = g if vel is None or not momentum else momentum * vel + g
+        want = want - 0.1 * vel
+    assert_close(p.numpy(), want, "2.12", momentum=momentum, weight_decay=wd, p0=p0)
+
+
+@graded("2.12", points=1)
+def test_sgd_optimizer_trains_and_checks_state_shapes():
+    w = Parameter([[2.0, -1.0]])
+    opt = SGD([w], lr=0.1, momentum=0.9)
+    for _ in range(60):
+        opt.zero_grad()
+        (w * w).sum().backward()
+        opt.step()
+    check(float(abs(w).max().item()) < 0.1, "2.12", f"SGD should minimise w*w, got w = {w.numpy()}")
+
+    class Net(Module):
+        def __init__(self):
+            self.fc = Linear(2, 2)
+
+    net = Net()
+    opt = SGD(net, lr=0.1, momentum=0.9)
+    net.fc(minitorch.ones(1, 2)).sum().backward()
+    opt.step()
+    net.fc = Linear(2, 3)  # replaced with a different shape between steps
+    net.fc(minitorch.ones(1, 2)).sum().backward()
+    with pytest.raises(RuntimeError, match=r"fc.weight.*\(2, 3\).*\(2, 2\)"):
+        opt.step()
+
+
+# ---------------------------------------------------------------- 2.13
+
+
+def _np_adam(p, grads, lr, b1, b2, eps, wd):
+    m = v = np.zeros_like(p)
+    for t, g in enumerate(grads, start=1):
+        g = g + wd * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        p = p - lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
+    return p
+
+
+@graded("2.13", points=2)
+@given(wd=st.sampled_from([0.0, 0.01]), data=st.data())
+def test_adam_steps_match_numpy(wd, data):
+    p0 = data.draw(values((3,)))
+    grads = [data.draw(values((3,))) for _ in range(4)]
+    p, m, v = t64(p0), t64(np.zeros(3)), t64(np.zeros(3))
+    for t, g in enumerate(grads, start=1):
+        p, m, v = adam_step(p, t64(g), m, v, t, 0.01, 0.9, 0.999, 1e-8, wd)
+    assert_close(p.numpy(), _np_adam(p0, grads, 0.01, 0.9, 0.999, 1e-8, wd), "2.13",
+                 weight_decay=wd, p0=p0)
+
+
+@graded("2.13", points=3)
+def test_mlp_learns_the_digits():
+    from minitorch.nn.train import train_digits
+
+    _, history = train_digits(epochs=10, show_progress=False)
+    acc = history["test_acc"][-1]
+    check(acc >= 0.95, "2.13", f"test accuracy {acc:.3f} after 10 epochs of Adam, expected >= 0.95",
+          history=[round(a, 3) for a in history["test_acc"]])
+    check(history["train_loss"][-1] < history["train_loss"][0] / 3, "2.13",
+          "the training loss should fall", losses=history["train_loss"])
+    # The optimizer state follows the parameters' shapes.
+    opt = Adam([Parameter([1.0, 2.0])], lr=0.1)
+    check(opt.defaults["betas"] == (0.9, 0.999), "2.13", "default betas")

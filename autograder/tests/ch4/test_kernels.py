@@ -1,0 +1,192 @@
+"""Graded: the CUDA kernels (exercises 4.1-4.5) on small strided tensors, against numpy.
+
+Without a GPU they run on Numba's CUDA simulator; with one, on the device at larger sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minitorch
+from autograder.harness import assert_close, check, graded
+from minitorch.cuda import backend as cb
+from minitorch.tensor.data import TensorData
+
+from .util import BIG, SIDE, arrays, layouts, on_device
+
+UNARY = {
+    "neg": np.negative,
+    "exp": np.exp,
+    "relu": lambda x: np.maximum(x, 0),
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+}
+BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "maximum": np.maximum,
+    "lt": np.less,
+}
+
+
+# ---------------------------------------------------------------- 4.1 map
+
+
+@graded("4.1", points=2)
+@settings(max_examples=15)
+@given(data=st.data(), name=st.sampled_from(sorted(UNARY)))
+def test_map_strided(data, name):
+    x = data.draw(arrays())
+    t = data.draw(layouts(x))
+    got = minitorch.dispatch(name, t)
+    check(got.device == "cuda", "4.1", "the result should stay on the cuda device")
+    assert_close(got.numpy(), UNARY[name](x), "4.1", op=name, x=x, strides=t.strides)
+
+
+@graded("4.1", points=1)
+def test_map_grid_stride_and_broadcast():
+    # More elements than threads in the launch: only a grid-stride loop covers them all.
+    x = np.linspace(-3, 3, BIG)
+    assert_close((-on_device(x)).numpy(), -x, "4.1", n=BIG, threads=cb.THREADS)
+    # The input broadcasts to the output: a (3,) row repeated into (4, 3).
+    row = on_device(np.array([1.0, -2.0, 3.0]))
+    out = cb.launch_map(cb.device_fn(minitorch.get_op("neg")), row._data, (4, 3), np.float64)
+    got = minitorch.Tensor._make(out, "cuda").numpy()
+    assert_close(got, -np.tile([1.0, -2.0, 3.0], (4, 1)), "4.1", a_shape=(3,), out_shape=(4, 3))
+    # A 0-d tensor and a cast go through the same kernel.
+    assert_close(on_device(np.array(2.0)).exp().numpy(), np.exp(2.0), "4.1", x=2.0)
+    y = on_device(np.array([1.7, -2.2, 0.0]))
+    assert_close(y.astype("int64").numpy(), np.array([1, -2, 0]), "4.1", cast="int64")
+
+
+# ---------------------------------------------------------------- 4.2 zip
+
+
+@st.composite
+def broadcast_pair(draw):
+    big = draw(arrays(min_dims=1, max_dims=3))
+    k = draw(st.integers(1, big.ndim))
+    small_shape = tuple(1 if draw(st.booleans()) else n for n in big.shape[big.ndim - k :])
+    small = draw(arrays(shape=small_shape))
+    return (big, small) if draw(st.booleans()) else (small, big)
+
+
+@graded("4.2", points=3)
+@settings(max_examples=15)
+@given(data=st.data(), pair=broadcast_pair(), name=st.sampled_from(sorted(BINARY)))
+def test_zip_broadcast_strided(data, pair, name):
+    a, b = pair
+    ta, tb = data.draw(layouts(a)), data.draw(layouts(b))
+    got = minitorch.dispatch(name, ta, tb)
+    assert_close(got.numpy(), BINARY[name](a, b), "4.2", op=name, a=a, b=b)
+
+
+@graded("4.2", points=1)
+def test_zip_grid_stride():
+    x, y = np.linspace(-1, 1, BIG), np.linspace(2, 5, BIG)
+    assert_close((on_device(x) * on_device(y)).numpy(), x * y, "4.2", n=BIG)
+    col = on_device(np.arange(3.0).reshape(3, 1))
+    row = on_device(np.arange(4.0))
+    assert_close((col + row).numpy(), np.arange(3.0)[:, None] + np.arange(4.0), "4.2",
+                 a_shape=(3, 1), b_shape=(4,))
+
+
+# ---------------------------------------------------------------- 4.3 block sum
+
+
+@graded("4.3", points=3)
+@settings(max_examples=12)
+@given(n=st.integers(1, BIG), seed=st.integers(0, 100), ints=st.booleans())
+def test_block_sum(n, seed, ints):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-50, 50, n) if ints else rng.standard_normal(n)
+    got = on_device(x).sum()
+    check(got.shape == (), "4.3", f"x.sum() should be 0-d, got shape {got.shape}", n=n)
+    assert_close(got.numpy(), x.sum(), "4.3", n=n, x=x)
+
+
+@graded("4.3", points=1)
+def test_block_sum_one_launch():
+    # One launch of the kernel with several blocks: out[b] holds block b's partial sum.
+    n, threads, blocks = 3 * cb.THREADS + 5, cb.THREADS, 3
+    x = np.arange(n, dtype=np.float64)
+    dev = on_device(x)._data.storage
+    out = cb.cuda.device_array(blocks, dtype=np.float64)
+    cb.compiled("4.3", threads)[blocks, threads](out, dev, n)
+    partial = out.copy_to_host()
+    grid = blocks * threads
+    expected = [sum(x[i] for i in range(n) if (i % grid) // threads == b) for b in range(blocks)]
+    assert_close(partial, np.array(expected), "4.3", n=n, threads=threads, blocks=blocks)
+
+
+# ---------------------------------------------------------------- 4.4 reduce along an axis
+
+REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean}
+
+
+@graded("4.4", points=3)
+@settings(max_examples=15)
+@given(data=st.data(), name=st.sampled_from(sorted(REDUCE)), keepdims=st.booleans())
+def test_reduce_axis(data, name, keepdims):
+    x = data.draw(arrays(min_dims=1, max_dims=3))
+    t = data.draw(layouts(x))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    got = minitorch.dispatch(name, t, axis=axis, keepdims=keepdims)
+    want = REDUCE[name](x, axis=axis, keepdims=keepdims)
+    assert_close(got.numpy(), want, "4.4", op=name, axis=axis, keepdims=keepdims, x=x)
+
+
+@graded("4.4", points=1)
+def test_reduce_long_axis_and_many_outputs():
+    # An axis longer than the block (threads stride along it) and more outputs than blocks.
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 5 * cb.REDUCE_THREADS + 3))
+    t = on_device(x)
+    assert_close(t.max(axis=1).numpy(), x.max(axis=1), "4.4", shape=x.shape, axis=1)
+    y = rng.integers(-9, 9, (2 * cb.MAX_BLOCKS + 1, 3))
+    assert_close(on_device(y).min(axis=1).numpy(), y.min(axis=1), "4.4", shape=y.shape, axis=1)
+    assert_close(t.sum(axis=(0, 1)).numpy(), x.sum(), "4.4", shape=x.shape, axis=(0, 1))
+    # max over every axis folds a flattened view with the same kernel.
+    assert_close(on_device(x.T.copy()).T.max().numpy(), x.max(), "4.4", op="max", axis=None)
+
+
+# ---------------------------------------------------------------- 4.5 tiled matmul
+
+
+@st.composite
+def matmul_operands(draw):
+    n, k, m = (draw(st.integers(1, SIDE + 3)) for _ in range(3))
+    batch = draw(st.sampled_from([(), (2,), "broadcast"]))
+    if batch == "broadcast":
+        a_shape, b_shape = (2, 1, n, k), (3, k, m)
+    else:
+        a_shape, b_shape = batch + (n, k), batch + (k, m)
+    return draw(arrays(shape=a_shape)), draw(arrays(shape=b_shape))
+
+
+@graded("4.5", points=3)
+@settings(max_examples=10)
+@given(data=st.data(), ops=matmul_operands())
+def test_matmul_tiled(data, ops):
+    a, b = ops
+    ta, tb = data.draw(layouts(a)), data.draw(layouts(b))
+    got = ta @ tb
+    assert_close(got.numpy(), a @ b, "4.5", rtol=1e-6, atol=1e-9, a=a, b=b, tile=cb.TILE)
+
+
+@graded("4.5", points=1)
+def test_matmul_shapes_around_the_tile():
+    rng = np.random.default_rng(5)
+    t = cb.TILE
+    for n, k, m in [(t, t, t), (t + 1, 2 * t - 1, 1), (1, 3 * t + 2, t - 1), (2 * t + 1, 1, t + 3)]:
+        a, b = rng.standard_normal((n, k)), rng.standard_normal((k, m))
+        got = (on_device(a) @ on_device(b)).numpy()
+        assert_close(got, a @ b, "4.5", rtol=1e-6, atol=1e-9, n=n, k=k, m=m, tile=t)
+    ints = rng.integers(-5, 5, (3, 2 * t + 1)), rng.integers(-5, 5, (2 * t + 1, 2))
+    got = on_device(ints[0]) @ on_device(ints[1])
+    check(got.dtype == np.int64, "4.5", f"int64 @ int64 should be int64, got {got.dtype}")
+    assert_close(got.numpy(), ints[0] @ ints[1], "4.5", a=ints[0], b=ints[1])
+

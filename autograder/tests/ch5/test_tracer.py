@@ -1,0 +1,142 @@
+"""Graded tests, chapter 5: the tracer (5.1) and shape inference (5.2, 5.3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minitorch
+from autograder.harness import assert_close, check, graded
+from minitorch import OpError, Spec, get_op
+from minitorch.tracing import Tracer, infer_matmul, infer_reduce, record_op
+
+from .programs import programs, run_program
+
+F32, F64, I64, B = minitorch.float32, minitorch.float64, minitorch.int64, minitorch.bool_
+
+
+@graded("5.1", points=2)
+def test_record_op_appends_one_node():
+    t = Tracer("demo")
+    x = t.input(Spec((2, 3), F32), "x")
+    y = record_op(t, get_op("sum"), (x,), {"axis": -1})
+    check(isinstance(y, minitorch.Proxy), "5.1", "record_op must return a Proxy", got=type(y))
+    check(y.shape == (2,) and y.dtype == F32, "5.1", "wrong spec for x.sum(axis=-1)",
+          got=str(y.spec))
+    node = y.node
+    check(t.graph.op_names() == ["sum"], "5.1", "expected one 'sum' node",
+          ops=t.graph.op_names())
+    check(node.inputs == [x.node], "5.1", "the node's input must be x's node")
+    check(node.attrs == {"axis": (1,), "keepdims": False}, "5.1",
+          "attributes must be bound and normalised with op.bind", attrs=node.attrs)
+    check(node in x.node.users, "5.1", "add the node with graph.add_node (it sets users)")
+
+
+@graded("5.1", points=2)
+def test_tracing_records_without_computing():
+    @minitorch.jit
+    def f(x, w):
+        h = (x @ w).relu()
+        return (h * 2.0).sum(axis=0), h
+
+    x, w = minitorch.randn(2, 3), minitorch.randn(3, 4)
+    g = f.trace(x, w)
+    check(g.op_names() == ["matmul", "relu", "mul", "sum"], "5.1", "wrong op sequence",
+          ops=g.op_names())
+    check([str(o.spec) for o in g.outputs] == ["float32[4]", "float32[2,4]"], "5.1",
+          "wrong output specs", got=[str(o.spec) for o in g.outputs])
+    check(len(g.constants) == 1 and g.constants[0].value.item() == 2.0, "5.1",
+          "the Python scalar 2.0 must become one const node", consts=len(g.constants))
+    check(all(n.where.startswith("test_tracer.py:") for n in g.ops), "5.1",
+          "nodes must carry the user's source location", where=[n.where for n in g.ops])
+    # shape errors surface at trace time, from the registry's infer, naming the op
+    with pytest.raises(OpError, match="matmul"):
+        f.trace(x, minitorch.randn(4, 4))
+
+
+@graded("5.1", points=4)
+@settings(max_examples=20)
+@given(programs())
+def test_traced_programs_equal_eager(program):
+    shape, arrays, steps = program
+    xs = [minitorch.tensor(a) for a in arrays]
+    expected = run_program(steps, *xs)
+    f = minitorch.jit(lambda *args: run_program(steps, *args), fullgraph=True)
+    got = f(*xs)
+    for g, e in zip(got, expected):
+        assert_close(g.numpy(), e.numpy(), "5.1", rtol=1e-5, atol=1e-6, steps=steps)
+    # the cached graph on new values of the same shapes
+    ys = [x * 0.5 + 1 for x in xs]
+    again = f(*ys)
+    for g, e in zip(again, run_program(steps, *ys)):
+        assert_close(g.numpy(), e.numpy(), "5.1", rtol=1e-5, atol=1e-6, steps=steps)
+    check(f.trace_count == 1, "5.1", "the second call must reuse the cached graph",
+          traces=f.trace_count)
+
+
+shapes = st.lists(st.integers(1, 4), min_size=0, max_size=4).map(tuple)
+dtypes = st.sampled_from([F32, F64, I64])
+
+
+def _outcome(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except OpError as e:
+        return ("OpError", e.op)
+
+
+@graded("5.2", points=3)
+@given(shapes, shapes, dtypes, dtypes, st.booleans())
+def test_infer_matmul_matches_registry(sa, sb, da, db, compatible):
+    if compatible and len(sa) >= 2 and len(sb) >= 2:
+        sb = sb[:-2] + (sa[-1], sb[-1])
+    a, b = Spec(sa, np.dtype(da)), Spec(sb, np.dtype(db))
+    expected = _outcome(get_op("matmul").infer, a, b)
+    got = _outcome(infer_matmul, a, b)
+    check(got == expected, "5.2", "infer_matmul disagrees with the registry",
+          a=str(a), b=str(b), got=got, expected=expected)
+
+
+@graded("5.2", points=1)
+def test_infer_matmul_examples():
+    got = infer_matmul(Spec((5, 2, 3), F32), Spec((3, 4), F64))
+    check(got == Spec((5, 2, 4), F64), "5.2", "batched matmul", got=got)
+    with pytest.raises(OpError, match=r"matmul.*\(2, 3\).*\(2, 3\)"):
+        infer_matmul(Spec((2, 3), F32), Spec((2, 3), F32))
+    with pytest.raises(OpError, match="matmul"):
+        infer_matmul(Spec((2, 2, 3), F32), Spec((3, 3, 4), F32))
+
+
+axes = st.one_of(st.none(), st.integers(-5, 4),
+                 st.lists(st.integers(-4, 3), min_size=1, max_size=3).map(tuple))
+
+
+@graded("5.3", points=3)
+@given(shapes, st.sampled_from([F32, I64, B]), axes, st.booleans())
+def test_infer_reduce_matches_registry(shape, dtype, axis, keepdims):
+    a = Spec(shape, np.dtype(dtype))
+    op = get_op("sum")
+
+    def registry(a, axis, keepdims):
+        return op.infer(a, **op.bind({"axis": axis, "keepdims": keepdims}, [a]))
+
+    expected = _outcome(registry, a, axis, keepdims)
+    got = _outcome(infer_reduce, a, axis, keepdims)
+    if shape == () and axis in (0, -1):
+        return  # numpy-style 0-d leniency in the registry; not part of the exercise
+    check(got == expected, "5.3", "infer_reduce disagrees with the registry",
+          a=str(a), axis=axis, keepdims=keepdims, got=got, expected=expected)
+
+
+@graded("5.3", points=1)
+def test_infer_reduce_examples():
+    a = Spec((2, 3, 4), F32)
+    check(infer_reduce(a, (0, -1)).shape == (3,), "5.3", "axis=(0, -1)")
+    check(infer_reduce(a, 1, keepdims=True).shape == (2, 1, 4), "5.3", "keepdims")
+    check(infer_reduce(Spec((3,), B), None) == Spec((), I64), "5.3", "sum of bools is int64")
+    with pytest.raises(OpError, match="axis 3"):
+        infer_reduce(a, 3)
+    with pytest.raises(OpError, match="repeated"):
+        infer_reduce(a, (1, -2))

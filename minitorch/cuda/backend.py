@@ -1,0 +1,269 @@
+"""The ``cuda`` backend: device storage and the chapter's kernels behind the Backend interface.
+
+Storage is a 1-D Numba device array (a simulated one without a GPU). View ops
+(permute, reshape, expand, getitem) only change metadata and work unchanged;
+everything that computes launches a kernel built by an exercise of
+:mod:`minitorch.cuda.kernels`:
+
+* elementwise ops map their scalar formula (4.1), broadcasting ops zip it (4.2);
+* ``sum`` over every axis uses the shared-memory block sum (4.3); other
+  reductions fold one axis at a time (4.4); ``mean`` is a sum and a division;
+* ``matmul`` is the tiled kernel (4.5).
+
+Compiled kernels are cached per (exercise, implementation, compile-time
+arguments), so switching between learner and reference code recompiles.
+Launch sizes are small on the simulator, where each thread is a Python thread.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+
+from . import gpu_present  # noqa: F401  (importing the package chooses the simulator first)
+
+import numba  # noqa: E402
+from numba import cuda  # noqa: E402
+from numba.core import config  # noqa: E402
+
+from ..backends.base import Backend, register_backend  # noqa: E402
+from ..core.registry import OpDef, OpKind, register_kernel  # noqa: E402
+from ..exercises import implementation  # noqa: E402
+from ..tensor.data import TensorData  # noqa: E402
+from ..tensor.indexing import broadcast_shape  # noqa: E402
+from . import kernels  # noqa: E402,F401  (registers exercises 4.1-4.5)
+
+SIMULATOR = bool(config.ENABLE_CUDASIM)
+# Launch configuration: tiny on the simulator (about 1 ms per simulated thread).
+THREADS = 32 if SIMULATOR else 256  # threads per block of map/zip/block-sum
+MAX_BLOCKS = 4 if SIMULATOR else 4096  # grid-stride loops cover the rest
+REDUCE_THREADS = 16 if SIMULATOR else 128  # threads per block folding one axis
+TILE = 4 if SIMULATOR else 16  # matmul tile (blocks of TILE x TILE threads)
+
+_kernels: dict = {}
+_device_fns: dict = {}
+_meta_cache: dict = {}
+
+
+def compiled(ex_id: str, *args):
+    """The compiled kernel that exercise ``ex_id``'s builder makes from ``args`` (cached)."""
+    builder = implementation(ex_id)
+    key = (ex_id, builder, args)
+    k = _kernels.get(key)
+    if k is None:
+        k = _kernels[key] = cuda.jit(builder(*args))
+    return k
+
+
+# Scalar formulas that do not compile for the device as written (try/except).
+CUDA_SCALARS = {"pow": lambda a, b: a**b}
+
+
+def device_fn(op: OpDef):
+    """The op's scalar formula as a CUDA device function (cached per op)."""
+    fn = _device_fns.get(op.name)
+    if fn is None:
+        scalar = CUDA_SCALARS.get(op.name, op.scalar)
+        if not inspect.isfunction(scalar):  # builtins such as max or math.exp
+            f = scalar
+            scalar = (lambda x: f(x)) if op.kind is OpKind.ELEMENTWISE else (lambda x, y: f(x, y))
+        fn = _device_fns[op.name] = cuda.jit(device=True)(scalar)
+    return fn
+
+
+def _identity(x):
+    return x
+
+
+def _div(x, y):
+    return x / y
+
+
+_builtin_fns = {}
+
+
+def _named_fn(name, fn):
+    if name not in _builtin_fns:
+        _builtin_fns[name] = cuda.jit(device=True)(fn)
+    return _builtin_fns[name]
+
+
+def meta(values) -> object:
+    """A shape or strides tuple as an int64 device array (cached: shapes repeat)."""
+    values = tuple(int(v) for v in values)
+    arr = _meta_cache.get(values)
+    if arr is None:
+        arr = _meta_cache[values] = cuda.to_device(np.array(values, dtype=np.int64))
+    return arr
+
+
+def _args(x: TensorData) -> tuple:
+    """(storage, shape, strides, offset) kernel arguments; a 0-d tensor is shown as shape (1,)."""
+    shape, strides = (x.shape, x.strides) if x.ndim else ((1,), (0,))
+    return x.storage, meta(shape), meta(strides), x.offset
+
+
+def _out_shape(shape) -> tuple:
+    return tuple(shape) if len(shape) else (1,)
+
+
+def _blocks(n: int, threads: int) -> int:
+    return max(1, min(MAX_BLOCKS, math.ceil(n / threads)))
+
+
+def _empty(shape, dtype) -> TensorData:
+    size = int(np.prod(shape, dtype=np.int64))
+    return TensorData.contiguous(cuda.device_array(size, dtype=dtype), tuple(shape))
+
+
+def launch_map(fn, a: TensorData, shape, dtype) -> TensorData:
+    out = _empty(shape, dtype)
+    if out.size:
+        k = compiled("4.1", fn)
+        k[_blocks(out.size, THREADS), THREADS](
+            out.storage, meta(_out_shape(shape)), out.size, *_args(a)
+        )
+    return out
+
+
+def launch_zip(fn, a: TensorData, b: TensorData, shape, dtype) -> TensorData:
+    out = _empty(shape, dtype)
+    if out.size:
+        k = compiled("4.2", fn)
+        k[_blocks(out.size, THREADS), THREADS](
+            out.storage, meta(_out_shape(shape)), out.size, *_args(a), *_args(b)
+        )
+    return out
+
+
+def launch_block_sum(a: TensorData, dtype) -> TensorData:
+    """Sum every element of ``a`` with two launches of the block-sum kernel (4.3)."""
+    if not a.is_contiguous():
+        a = _BACKEND.copy(a)
+    flat = a.storage[a.offset : a.offset + a.size]
+    k = compiled("4.3", THREADS)
+    blocks = _blocks(a.size, THREADS)
+    partial = cuda.device_array(blocks, dtype=np.float64)
+    k[blocks, THREADS](partial, flat, a.size)
+    out = cuda.device_array(1, dtype=dtype)
+    k[1, THREADS](out, partial, blocks)
+    return TensorData.contiguous(out, (1,))
+
+
+def launch_reduce(op: OpDef, a: TensorData, ax: int, dtype) -> TensorData:
+    """Fold axis ``ax`` of ``a`` (keeping it with size 1) with the reduce kernel (4.4)."""
+    shape = tuple(1 if d == ax else n for d, n in enumerate(a.shape))
+    out = _empty(shape, dtype)
+    start = {"sum": 0.0, "max": -math.inf, "min": math.inf}[op.name]
+    fold = _named_fn("add", lambda x, y: x + y) if op.name == "sum" else device_fn(op)
+    k = compiled("4.4", fold, start, REDUCE_THREADS)
+    blocks = max(1, min(MAX_BLOCKS, out.size))
+    k[blocks, REDUCE_THREADS](out.storage, meta(shape), out.size, *_args(a), ax)
+    return out
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+    device = "cuda"
+
+    def generic(self, op: OpDef):
+        if op.scalar is None:
+            return None
+        if op.kind is OpKind.ELEMENTWISE:
+            return lambda a, out: launch_map(device_fn(op), a, out.shape, out.dtype)
+        if op.kind is OpKind.BROADCAST and op.num_inputs == 2:
+            return lambda a, b, out: launch_zip(device_fn(op), a, b, out.shape, out.dtype)
+        if op.kind is OpKind.REDUCE and op.name in ("sum", "max", "min"):
+            return lambda a, out, axis, keepdims: reduce(op, a, out, axis)
+        return None
+
+    def from_numpy(self, array: np.ndarray) -> TensorData:
+        flat = np.ascontiguousarray(array).reshape(-1)
+        return TensorData.contiguous(cuda.to_device(flat), tuple(array.shape))
+
+    def to_numpy(self, data: TensorData) -> np.ndarray:
+        if data.size == 0:
+            return np.empty(data.shape, dtype=data.dtype)
+        host = data.storage.copy_to_host()
+        return TensorData(host, data.shape, data.strides, data.offset).to_numpy()
+
+    def copy(self, data: TensorData) -> TensorData:
+        return launch_map(_named_fn("identity", _identity), data, data.shape, data.dtype)
+
+    def synchronize(self) -> None:
+        cuda.synchronize()
+
+
+def reduce(op: OpDef, a: TensorData, out, axis) -> TensorData:
+    if a.size == 0 or not axis:
+        start = 0 if op.name == "sum" else None
+        if a.size == 0:  # an empty sum (max/min of empty dims fail in infer)
+            return _BACKEND.from_numpy(np.full(out.shape, start, dtype=out.dtype))
+        result = launch_map(_named_fn("identity", _identity), a, a.shape, out.dtype)
+    elif op.name == "sum" and len(axis) == a.ndim:
+        result = launch_block_sum(a, out.dtype)
+    else:
+        result = a
+        for ax in axis:
+            result = launch_reduce(op, result, ax, out.dtype)
+    return TensorData.contiguous(result.storage, out.shape)
+
+
+_BACKEND = register_backend(CudaBackend())
+
+
+@register_kernel("cast", "cuda")
+def cast(a, out, dtype):
+    return launch_map(_named_fn("identity", _identity), a, out.shape, out.dtype)
+
+
+@register_kernel("mean", "cuda")
+def mean(a, out, axis, keepdims):
+    from ..core.registry import get_op
+
+    total = reduce(get_op("sum"), a, out, axis)
+    count = int(np.prod([a.shape[d] for d in axis], dtype=np.int64))
+    divisor = _BACKEND.from_numpy(np.array([count], dtype=out.dtype))
+    divisor = TensorData(divisor.storage, (1,), (0,), 0)
+    div = _named_fn("div", _div)
+    return launch_zip(div, total, divisor, out.shape, out.dtype)
+
+
+def _batched(x: TensorData, batch: tuple) -> TensorData:
+    """``x`` as a (B, rows, cols) view: batch dims broadcast to ``batch``, then merged into one."""
+    lead = len(batch) - (x.ndim - 2)
+    dims = [(b, 0 if d < lead or x.shape[d - lead] != b else x.strides[d - lead])
+            for d, b in enumerate(batch)]
+    dims = [(n, s) for n, s in dims if n != 1]  # size-1 dims do not move
+    total = int(np.prod(batch, dtype=np.int64))
+    if not dims:
+        return TensorData(x.storage, (1,) + x.shape[-2:], (0,) + x.strides[-2:], x.offset)
+    if all(dims[i][1] == dims[i + 1][1] * dims[i + 1][0] for i in range(len(dims) - 1)):
+        return TensorData(x.storage, (total,) + x.shape[-2:], (dims[-1][1],) + x.strides[-2:],
+                          x.offset)
+    # Not expressible as one batch stride: copy the broadcast operand once.
+    shape = tuple(n for n, _ in dims) + x.shape[-2:]
+    strides = tuple(s for _, s in dims) + x.strides[-2:]
+    x = _BACKEND.copy(TensorData(x.storage, shape, strides, x.offset))
+    return TensorData(x.storage, (total,) + shape[-2:], (x.strides[-3],) + x.strides[-2:], 0)
+
+
+@register_kernel("matmul", "cuda")
+def matmul(a, b, out):
+    batch = tuple(broadcast_shape(a.shape[:-2], b.shape[:-2]))
+    a3, b3 = _batched(a, batch), _batched(b, batch)
+    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
+    result = _empty(out.shape, out.dtype)
+    if result.size:
+        kern = compiled("4.5", TILE)
+        grid = (math.ceil(m / TILE), math.ceil(n / TILE), a3.shape[0])
+        kern[grid, (TILE, TILE)](
+            result.storage, a3.storage, meta(a3.strides), a3.offset,
+            b3.storage, meta(b3.strides), b3.offset, n, k, m,
+        )
+    return result
+
+
+__all__ = ["CudaBackend", "SIMULATOR", "THREADS", "TILE", "compiled", "numba"]

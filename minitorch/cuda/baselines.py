@@ -1,0 +1,61 @@
+"""Baseline kernels the chapter compares its exercises against (framework code, not exercises).
+
+``naive_matmul`` is the matrix multiply without shared memory: each thread reads
+a whole row of ``a`` and a whole column of ``b`` from global memory, so every
+element is read ``n`` (or ``m``) times. The tiled kernel of exercise 4.5 cuts
+that by the tile size; the traffic counter measures both.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import cuda
+
+from ..core.tensor import Tensor
+from ..tensor.data import TensorData
+from . import backend as cb
+
+
+@cuda.jit
+def _naive(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
+    col = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    row = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    z = cuda.blockIdx.z
+    if row < n and col < m:
+        pa = a_offset + z * a_strides[0] + row * a_strides[1]
+        pb = b_offset + z * b_strides[0] + col * b_strides[2]
+        acc = 0.0
+        for j in range(k):
+            acc += a[pa + j * a_strides[2]] * b[pb + j * b_strides[1]]
+        out[(z * n + row) * m + col] = acc
+
+
+def naive_matmul(a: Tensor, b: Tensor, block: int | None = None) -> Tensor:
+    """``a @ b`` on the cuda device with one thread per output and no shared memory."""
+    block = block or cb.TILE
+    batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
+    a3, b3 = cb._batched(a._data, batch), cb._batched(b._data, batch)
+    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
+    out = cb._empty(batch + (n, m), a.dtype)
+    grid = (math.ceil(m / block), math.ceil(n / block), a3.shape[0])
+    _naive[grid, (block, block)](
+        out.storage, a3.storage, cb.meta(a3.strides), a3.offset,
+        b3.storage, cb.meta(b3.strides), b3.offset, n, k, m,
+    )
+    return Tensor._make(TensorData.contiguous(out.storage, out.shape), "cuda")
+
+
+def tiled_matmul(a: Tensor, b: Tensor, tile: int | None = None) -> Tensor:
+    """``a @ b`` with exercise 4.5's kernel built for ``tile`` (the backend uses ``cb.TILE``)."""
+    tile = tile or cb.TILE
+    batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
+    a3, b3 = cb._batched(a._data, batch), cb._batched(b._data, batch)
+    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
+    out = cb._empty(batch + (n, m), a.dtype)
+    grid = (math.ceil(m / tile), math.ceil(n / tile), a3.shape[0])
+    cb.compiled("4.5", tile)[grid, (tile, tile)](
+        out.storage, a3.storage, cb.meta(a3.strides), a3.offset,
+        b3.storage, cb.meta(b3.strides), b3.offset, n, k, m,
+    )
+    return Tensor._make(TensorData.contiguous(out.storage, out.shape), "cuda")

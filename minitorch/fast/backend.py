@@ -1,0 +1,188 @@
+"""The ``numba`` backend: the numpy backend's storage, with kernels compiled by Numba.
+
+Elementwise ops, reductions (sum, max, min), matmul, conv2d, pooling, softmax
+and logsumexp run as compiled parallel kernels built from the chapter-3
+exercises. Everything else (casts, comparisons, integer math, the gradient
+ops of conv and pooling) falls back to the numpy kernels: both backends keep
+tensors in the same host memory, so falling back costs nothing.
+
+``NUMBA_NUM_THREADS`` (or ``numba.set_num_threads``) sets the thread count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends.base import Backend, register_backend
+from ..backends.numpy_backend import NumpyBackend
+from ..core.registry import OpDef, OpKind, get_op, register_kernel
+from ..tensor.data import TensorData
+from . import compile as jit
+from . import kernels  # noqa: F401  (registers exercises 3.1-3.9)
+from .indexing import as_index_array
+from .scalars import scalar_for
+
+_numpy = NumpyBackend()
+
+
+def _np_kernel(name: str):
+    return _numpy.kernel(get_op(name))
+
+
+def _args(x: TensorData):
+    """(storage from the first element, shape, strides) as a kernel receives them."""
+    return x.storage[x.offset :], as_index_array(x.shape), as_index_array(x.strides)
+
+
+def _floats(out, *inputs) -> bool:
+    return out.dtype.kind == "f" and all(x.dtype == out.dtype for x in inputs) and out.size > 0
+
+
+class NumbaBackend(Backend):
+    name = "numba"
+
+    def kernel(self, op: OpDef):
+        k = op.kernels.get(self.name) or op.kernels.get("*") or self.generic(op)
+        return k or op.kernels.get("numpy") or _numpy.kernel(op)
+
+    def generic(self, op: OpDef):
+        scalar = scalar_for(op)
+        fallback = _numpy.generic(op) or op.kernels.get("numpy")
+        if scalar is None or fallback is None:
+            return None
+        if op.kind is OpKind.ELEMENTWISE:
+            return _map_kernel(op.name, scalar, fallback)
+        if op.kind is OpKind.BROADCAST and op.num_inputs == 2:
+            return _zip_kernel(op.name, scalar, fallback)
+        if op.kind is OpKind.REDUCE:
+            return _reduce_kernel(op.name, scalar, fallback)
+        return None
+
+    def copy(self, data: TensorData) -> TensorData:
+        return TensorData.from_numpy(data.as_numpy_view())
+
+
+def _map_kernel(name, scalar, fallback):
+    def kernel(a, out):
+        if not _floats(out, a):
+            return fallback(a, out=out)
+        result = TensorData.empty(out.shape, out.dtype)
+        jit.elementwise("3.1", name, scalar)(*_args(result), *_args(a))
+        return result
+
+    return kernel
+
+
+def _zip_kernel(name, scalar, fallback):
+    def kernel(a, b, out):
+        if not _floats(out, a, b):
+            return fallback(a, b, out=out)
+        result = TensorData.empty(out.shape, out.dtype)
+        jit.elementwise("3.2", name, scalar)(*_args(result), *_args(a), *_args(b))
+        return result
+
+    return kernel
+
+
+_START = {"sum": 0.0, "max": -np.inf, "min": np.inf}
+
+
+def _reduce_kernel(name, scalar, fallback):
+    def kernel(a, out, axis, keepdims):
+        if not _floats(out, a) or a.size == 0:
+            return fallback(a, out=out, axis=axis, keepdims=keepdims)
+        start = out.dtype.type(_START[name])
+        if len(axis) == a.ndim and a.is_contiguous() and a.ndim != 1:
+            a = TensorData(a.storage, (a.size,), (1,), a.offset)  # fold everything in one pass
+            axis = (0,)
+        for ax in axis:  # one axis at a time, keeping dims
+            shape = tuple(1 if d == ax else n for d, n in enumerate(a.shape))
+            result = TensorData.empty(shape, out.dtype)
+            jit.elementwise("3.3", name, scalar)(start, *_args(result), *_args(a), ax)
+            a = result
+        return TensorData.contiguous(a.storage, out.shape)
+
+    return kernel
+
+
+register_backend(NumbaBackend())
+
+
+# ---------------------------------------------------------------- anchors and friends
+
+
+def _batched(x: np.ndarray, batch: tuple, rows: int, cols: int) -> np.ndarray:
+    """``x`` as a C-contiguous (B, rows, cols) array, B = 1 when its batch is all ones."""
+    if int(np.prod(x.shape[:-2], dtype=np.int64)) == 1:
+        return np.ascontiguousarray(x.reshape(1, rows, cols))
+    x = np.broadcast_to(x, batch + (rows, cols))  # copies only if the batch really broadcasts
+    return np.ascontiguousarray(x).reshape(-1, rows, cols)
+
+
+@register_kernel("matmul", "numba")
+def matmul(a, b, out):
+    if not _floats(out, a, b) or a.shape[-1] == 0:
+        return _np_kernel("matmul")(a, b, out=out)
+    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = out.shape[:-2]
+    a3 = _batched(a.as_numpy_view(), batch, n, k)
+    b3 = _batched(b.as_numpy_view(), batch, k, m)
+    result = np.empty((int(np.prod(batch, dtype=np.int64)), n, m), dtype=out.dtype)
+    jit.compiled("3.4", fastmath=True)(result, a3, b3)
+    return TensorData.contiguous(result.reshape(-1), out.shape)
+
+
+def _c(x: TensorData) -> np.ndarray:
+    return np.ascontiguousarray(x.as_numpy_view())
+
+
+@register_kernel("conv2d", "numba")
+def conv2d(x, w, out, stride, padding):
+    if not _floats(out, x, w):
+        return _np_kernel("conv2d")(x, w, out=out, stride=stride, padding=padding)
+    result = np.empty(out.shape, dtype=out.dtype)
+    jit.compiled("3.5", fastmath=True)(result, _c(x), _c(w), stride, padding)
+    return TensorData.contiguous(result.reshape(-1), out.shape)
+
+
+def _pool(ex_id: str, op: str):
+    def kernel(x, out, kernel_size, stride):
+        if not _floats(out, x):
+            return _np_kernel(op)(x, out=out, kernel_size=kernel_size, stride=stride)
+        result = np.empty(out.shape, dtype=out.dtype)
+        jit.compiled(ex_id)(result, _c(x), *kernel_size, *stride)
+        return TensorData.contiguous(result.reshape(-1), out.shape)
+
+    return kernel
+
+
+register_kernel("max_pool2d", "numba")(_pool("3.6", "max_pool2d"))
+register_kernel("avg_pool2d", "numba")(_pool("3.7", "avg_pool2d"))
+
+
+def _rows(x: TensorData, axis: int) -> np.ndarray:
+    """``x`` with ``axis`` moved last, as a C-contiguous 2-D array of rows."""
+    v = np.moveaxis(x.as_numpy_view(), axis, -1)
+    return np.ascontiguousarray(v).reshape(-1, v.shape[-1] if v.ndim else 1)
+
+
+@register_kernel("softmax", "numba")
+def softmax(x, out, axis):
+    if not _floats(out, x):
+        return _np_kernel("softmax")(x, out=out, axis=axis)
+    rows = _rows(x, axis)
+    result = np.empty_like(rows)
+    jit.compiled("3.8")(result, rows)
+    moved = np.moveaxis(x.as_numpy_view(), axis, -1).shape
+    back = np.moveaxis(result.reshape(moved), -1, axis)
+    return TensorData.from_numpy(back)
+
+
+@register_kernel("logsumexp", "numba")
+def logsumexp(x, out, axis, keepdims):
+    if not _floats(out, x):
+        return _np_kernel("logsumexp")(x, out=out, axis=axis, keepdims=keepdims)
+    rows = _rows(x, axis)
+    result = np.empty(rows.shape[0], dtype=out.dtype)
+    jit.compiled("3.9")(result, rows)
+    return TensorData.contiguous(result, out.shape)
