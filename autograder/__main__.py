@@ -32,9 +32,14 @@ def parse_args(argv=None):
     p.add_argument("--chapter", "-c", type=int, action="append", help="grade only this chapter")
     p.add_argument("--exercise", "-e", help="grade only this exercise, e.g. 1.3")
     p.add_argument("--solutions", action="store_true", help="grade the reference solutions")
-    p.add_argument("--integrated", action="store_true",
-                   help="use your code for every chapter (default: isolated, reference elsewhere)")
-    p.add_argument("--expect", choices=["full", "zero"], help="exit 1 unless the score is full / zero")
+    p.add_argument(
+        "--integrated",
+        action="store_true",
+        help="use your code for every chapter (default: isolated, reference elsewhere)",
+    )
+    p.add_argument(
+        "--expect", choices=["full", "zero"], help="exit 1 unless the score is full / zero"
+    )
     p.add_argument("--no-notebooks", action="store_true", help="skip the lab notebooks")
     p.add_argument("--json", default="build/results.json", help="where to write results.json")
     p.add_argument("--timeout", type=float, default=90, help="seconds per graded test")
@@ -53,7 +58,9 @@ def main(argv=None) -> int:
         chapters = [int(args.exercise.split(".")[0])]
     unknown = [c for c in chapters if c not in manifest.chapters()]
     if unknown:
-        console.print(f"[red]No graded tests for chapter(s) {unknown}; have {manifest.chapters()}[/]")
+        console.print(
+            f"[red]No graded tests for chapter(s) {unknown}; have {manifest.chapters()}[/]"
+        )
         return 2
 
     plan = []  # (chapter, tests, lab items)
@@ -94,7 +101,11 @@ def main(argv=None) -> int:
                 progress.advance(task, len(labs))
 
     results.sort(key=lambda r: (r.item.chapter, manifest.exercise_sort_key(r.item.exercise)))
-    who = "reference solutions" if args.solutions else ("your code" + (" (integrated)" if args.integrated else ""))
+    who = (
+        "reference solutions"
+        if args.solutions
+        else ("your code" + (" (integrated)" if args.integrated else ""))
+    )
     print_report(results, manifest.exercises(), console, f"Total for {who}")
     seconds = time.monotonic() - start
     out = Path(args.json)

@@ -77,7 +77,9 @@ def band_fraction(value: float, bands, higher_is_better: bool = True) -> float:
     return 0.0
 
 
-def measure(fn: Callable[[], object], repeat: int = 7, warmup: int = 1, min_time: float = 0.005) -> float:
+def measure(
+    fn: Callable[[], object], repeat: int = 7, warmup: int = 1, min_time: float = 0.005
+) -> float:
     """Median seconds per call of ``fn`` after ``warmup`` calls.
 
     Each sample loops ``fn`` until it has run for ``min_time``, so tiny

@@ -92,7 +92,9 @@ def grade_lab(
     """Grade one lab notebook in a child process; every item gets a result."""
     if not submission.exists():
         return {
-            i.nodeid: Result(i, "not run", message=f"not run: {submission.relative_to(ROOT)} is missing")
+            i.nodeid: Result(
+                i, "not run", message=f"not run: {submission.relative_to(ROOT)} is missing"
+            )
             for i in items
         }
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,12 +115,18 @@ def grade_lab(
         if problem:
             results[item.nodeid] = Result(item, "not run", message="not run: " + " ".join(problem))
         elif gid not in scores:
-            results[item.nodeid] = Result(item, "failed", message="this task's test cell was not graded")
+            results[item.nodeid] = Result(
+                item, "failed", message="this task's test cell was not graded"
+            )
         else:
             score, _ = scores[gid]
             status = "passed" if score >= item.points else "failed"
-            msg = "" if status == "passed" else f"test cell {gid} failed: run the notebook to see why"
-            results[item.nodeid] = Result(item, status, score, msg, where=str(submission.relative_to(ROOT)))
+            msg = (
+                "" if status == "passed" else f"test cell {gid} failed: run the notebook to see why"
+            )
+            results[item.nodeid] = Result(
+                item, status, score, msg, where=str(submission.relative_to(ROOT))
+            )
     return results
 
 

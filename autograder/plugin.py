@@ -117,7 +117,9 @@ def pytest_runtest_makereport(item, call):
             if info.get("kind") == "benchmark":
                 value = figures.get(info["metric"])
                 if value is None:
-                    event.update(outcome="failed", message=f"benchmark reported no {info['metric']!r}")
+                    event.update(
+                        outcome="failed", message=f"benchmark reported no {info['metric']!r}"
+                    )
                 else:
                     event["fraction"] = band_fraction(
                         value, info["bands"], info.get("higher_is_better", True)
@@ -125,7 +127,10 @@ def pytest_runtest_makereport(item, call):
         elif rep.skipped:
             event.update(outcome="skipped", message=str(rep.longrepr[-1]) if rep.longrepr else "")
         else:
-            event.update(outcome="failed", message=_message(call.excinfo) if call.excinfo else
-                         str(rep.longrepr)[-500:], where=_where(call.excinfo) if call.excinfo else "")
+            event.update(
+                outcome="failed",
+                message=_message(call.excinfo) if call.excinfo else str(rep.longrepr)[-500:],
+                where=_where(call.excinfo) if call.excinfo else "",
+            )
         event["figures"] = figures
         _emit(**event)

@@ -43,7 +43,9 @@ def main(argv=None) -> int:
                 stale.append(committed.name)
     extra = {p.name for p in EXERCISES.glob("*.ipynb")} - {s.name for s in sources}
     for name in stale:
-        print(f"exercises/{name} differs from what `make release` produces from solutions/notebooks/")
+        print(
+            f"exercises/{name} differs from what `make release` produces from solutions/notebooks/"
+        )
     for name in sorted(extra):
         print(f"exercises/{name} has no source notebook in solutions/notebooks/")
     if stale or extra:

@@ -55,7 +55,9 @@ def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: 
         for r in rs:
             key = r.item.exercise if r.item.kind != "benchmark" else f"{r.item.exercise} bench"
             groups[key].append(r)
-        for key in sorted(groups, key=lambda k: exercise_sort_key(k.split()[0] if "lab" not in k else k)):
+        for key in sorted(
+            groups, key=lambda k: exercise_sort_key(k.split()[0] if "lab" not in k else k)
+        ):
             g = groups[key]
             e_got, e_possible = totals(g)
             ok = sum(r.status == "passed" for r in g)
@@ -64,7 +66,9 @@ def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: 
             what = ex.name if ex else ("lab notebook" if key.startswith("lab") else "")
             if key.endswith("bench"):
                 what = "benchmark: " + ", ".join(r.item.name.removeprefix("bench_") for r in g)
-            style = "green" if counted and e_got == e_possible else ("red" if e_got == 0 else "yellow")
+            style = (
+                "green" if counted and e_got == e_possible else ("red" if e_got == 0 else "yellow")
+            )
             if not counted:
                 style = "dim"
             table.add_row(key, what, f"[{style}]{e_got:g} / {e_possible:g}[/]", f"{ok}/{len(g)}")
@@ -72,10 +76,18 @@ def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: 
         benches = [r for r in rs if r.item.kind == "benchmark"]
         for r in benches:
             figures = _figures(r) or r.message.splitlines()[0] if (r.figures or r.message) else ""
-            console.print(f"  [bold]{r.item.name}[/] ({r.item.exercise}): {figures}", highlight=False)
-        bad = [r for r in rs if r.status not in ("passed", "excluded") or r.score < r.item.points - 1e-9]
+            console.print(
+                f"  [bold]{r.item.name}[/] ({r.item.exercise}): {figures}", highlight=False
+            )
+        bad = [
+            r
+            for r in rs
+            if r.status not in ("passed", "excluded") or r.score < r.item.points - 1e-9
+        ]
         if bad:
-            console.print("  [bold]What went wrong[/] (one line each; `make grade EX=C.N` reruns one exercise):")
+            console.print(
+                "  [bold]What went wrong[/] (one line each; `make grade EX=C.N` reruns one exercise):"
+            )
             for r in bad:
                 colour = STYLE.get(r.status, "red")
                 console.print(
@@ -84,7 +96,9 @@ def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: 
                 )
         excluded = [r for r in rs if r.status == "excluded"]
         for r in excluded:
-            console.print(f"  [dim]{r.item.exercise} {r.item.name}: {r.message} (left out of the total)[/]")
+            console.print(
+                f"  [dim]{r.item.exercise} {r.item.name}: {r.message} (left out of the total)[/]"
+            )
         console.print()
     got, possible = totals(results)
     console.print(f"[bold]{title}: {got:g} / {possible:g} points[/]")
@@ -101,8 +115,12 @@ def write_results_json(results: list[Result], path: Path, seconds: float, meta: 
             "output": (f"[{r.status}] " + (r.message or "")).strip()
             + (f"\nwhere: {r.where}" if r.where else ""),
             "visibility": "visible",
-            "extra_data": {"kind": r.item.kind, "status": r.status, "figures": r.figures,
-                           "duration_s": round(r.duration, 3)},  # fmt: skip
+            "extra_data": {
+                "kind": r.item.kind,
+                "status": r.status,
+                "figures": r.figures,
+                "duration_s": round(r.duration, 3),
+            },  # fmt: skip
         }
         tests.append(entry)
     got, possible = totals(results)

@@ -107,12 +107,25 @@ def run_items(
             round_no += 1
             events, log = Path(tmp, f"events{round_no}.jsonl"), Path(tmp, f"log{round_no}.txt")
             events.touch()
-            started = _run_child(remaining, by_id, mode, focus, events, log, results,
-                                 test_timeout, bench_timeout, deadline, progress)
+            started = _run_child(
+                remaining,
+                by_id,
+                mode,
+                focus,
+                events,
+                log,
+                results,
+                test_timeout,
+                bench_timeout,
+                deadline,
+                progress,
+            )
             if time.monotonic() > deadline:
                 for n in by_id:
                     if n not in results:
-                        results[n] = Result(by_id[n], "timeout", message="not run: the chapter ran out of time")
+                        results[n] = Result(
+                            by_id[n], "timeout", message="not run: the chapter ran out of time"
+                        )
                         progress(n, results[n])
                 break
             if not started:  # nothing could even start: collection or import failure
@@ -125,8 +138,19 @@ def run_items(
     return results
 
 
-def _run_child(remaining, by_id, mode, focus, events, log, results, test_timeout,
-               bench_timeout, deadline, progress) -> bool:
+def _run_child(
+    remaining,
+    by_id,
+    mode,
+    focus,
+    events,
+    log,
+    results,
+    test_timeout,
+    bench_timeout,
+    deadline,
+    progress,
+) -> bool:
     cmd = [
         sys.executable, "-m", "pytest", "-p", "autograder.plugin", "-p", "no:cacheprovider",
         "-q", "--no-header", "-rN", "--continue-on-collection-errors",
@@ -174,7 +198,11 @@ def _run_child(remaining, by_id, mode, focus, events, log, results, test_timeout
         status = "timeout" if killed_reason else "crashed"
         reason = killed_reason or f"{_exit_reason(proc.returncode)} while running this test"
         tail = _tail(log, 4)
-        results[current] = Result(by_id[current], status, message=reason + (f"\n{tail}" if tail and not killed_reason else ""))
+        results[current] = Result(
+            by_id[current],
+            status,
+            message=reason + (f"\n{tail}" if tail and not killed_reason else ""),
+        )
         progress(current, results[current])
     return started_any
 

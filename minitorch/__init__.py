@@ -1,8 +1,11 @@
 """minitorch: a deep-learning framework built in stages, from eager tensors to a small compiler."""
 
-from . import backends  # noqa: F401  (registers the CPU backends)
-from .core import conv_ops as _conv_ops  # noqa: F401  (chapter 3's ops)
+# Order matters: ops, then backends, then the chapters that hang on them)
 from .core import ops as _ops  # noqa: F401  (registers the built-in op set)
+from .core import conv_ops as _conv_ops  # noqa: F401  (chapter 3's ops)
+from . import backends  # noqa: F401  (registers the CPU backends)
+from .backends import current as current_backend
+from .backends import get_backend, set_backend, use_backend
 from .core.creation import (
     arange,
     full,
@@ -18,22 +21,59 @@ from .core.creation import (
 )
 from .core.dtypes import bool_, float32, float64, int64
 from .core.errors import OpError
-from .core.registry import OPS, OpKind, Spec, dispatch, get_op, register_kernel, register_op, register_vjp
+from .core.registry import (
+    OPS,
+    OpKind,
+    Spec,
+    dispatch,
+    get_op,
+    register_kernel,
+    register_op,
+    register_vjp,
+)
 from .core.tensor import Tensor, enable_grad, is_grad_enabled, no_grad
-from .backends import current as current_backend, get_backend, set_backend, use_backend
 from .exercises import get_mode, set_mode
 
 from . import nn  # chapter 2
-from .autograd import *  # chapter 2
-from .tracing import *  # chapter 5
 from .nn import optim  # chapter 2
+from .autograd import *  # noqa: F403  chapter 2
+from .tracing import *  # noqa: F403  chapter 5
 
 __all__ = [
-    "OPS", "OpError", "OpKind", "Spec", "Tensor",
-    "arange", "bool_", "current_backend", "dispatch", "enable_grad", "float32", "float64",
-    "full", "get_backend", "get_mode", "get_op", "int64", "is_grad_enabled", "manual_seed",
-    "no_grad", "ones", "ones_like", "rand", "randn", "register_kernel", "register_op",
-    "register_vjp", "set_backend", "set_mode", "tensor", "use_backend", "where", "zeros", "zeros_like",
+    "OPS",
+    "OpError",
+    "OpKind",
+    "Spec",
+    "Tensor",
+    "arange",
+    "bool_",
+    "current_backend",
+    "dispatch",
+    "enable_grad",
+    "float32",
+    "float64",
+    "full",
+    "get_backend",
+    "get_mode",
+    "get_op",
+    "int64",
+    "is_grad_enabled",
+    "manual_seed",
+    "no_grad",
+    "ones",
+    "ones_like",
+    "rand",
+    "randn",
+    "register_kernel",
+    "register_op",
+    "register_vjp",
+    "set_backend",
+    "set_mode",
+    "tensor",
+    "use_backend",
+    "where",
+    "zeros",
+    "zeros_like",
 ]
 
 

@@ -14,7 +14,7 @@ from .base import Backend, register_backend
 
 
 def _wrap(array, out) -> TensorData:
-    return TensorData.from_numpy(np.asarray(array, dtype=out.dtype))
+    return TensorData.wrap(np.asarray(array, dtype=out.dtype))
 
 
 class NumpyBackend(Backend):

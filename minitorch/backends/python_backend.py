@@ -13,7 +13,13 @@ import numpy as np
 
 from ..core.registry import OpDef, OpKind, register_kernel
 from ..tensor.data import TensorData
-from ..tensor.indexing import broadcast_index, broadcast_shape, index_to_position, strides_from_shape, to_index
+from ..tensor.indexing import (
+    broadcast_index,
+    broadcast_shape,
+    index_to_position,
+    strides_from_shape,
+    to_index,
+)
 from ..tensor.loops import map_contiguous, tensor_map, tensor_reduce, tensor_zip
 from .base import Backend, register_backend
 
@@ -135,10 +141,14 @@ def argmax(a, out, axis, keepdims):
 def matmul(a, b, out):
     # (..., n, k, 1) * (..., 1, k, m) summed over k: a zip and a reduce.
     a3 = TensorData(a.storage, a.shape + (1,), a.strides + (0,), a.offset)
-    b3 = TensorData(b.storage, b.shape[:-2] + (1,) + b.shape[-2:], b.strides[:-2] + (0,) + b.strides[-2:], b.offset)
+    b3 = TensorData(
+        b.storage,
+        b.shape[:-2] + (1,) + b.shape[-2:],
+        b.strides[:-2] + (0,) + b.strides[-2:],
+        b.offset,
+    )
     prod_shape = broadcast_shape(a3.shape, b3.shape)
     prod = TensorData.empty(prod_shape, out.dtype)
     tensor_zip(operator.mul, prod, a3, b3)
     summed = _fold(operator.add, 0, prod, (len(prod_shape) - 2,), out.dtype)
     return TensorData(summed.storage, out.shape, _strides(out.shape), 0)
-

@@ -41,8 +41,11 @@ def conv_out_size(op: str, size: int, k: int, stride: int, padding: int, dim: st
 
 def _need_4d(op: str, what: str, s: Spec) -> None:
     if s.ndim != 4:
-        raise OpError(op, f"{what} must be 4-D (N, C, H, W), got shape {s.shape}",
-                      hint="add a batch or channel axis with reshape(1, ...)")
+        raise OpError(
+            op,
+            f"{what} must be 4-D (N, C, H, W), got shape {s.shape}",
+            hint="add a batch or channel axis with reshape(1, ...)",
+        )
 
 
 def _np(x: TensorData) -> np.ndarray:
@@ -50,7 +53,8 @@ def _np(x: TensorData) -> np.ndarray:
 
 
 def _wrap(array, out: Spec) -> TensorData:
-    return TensorData.from_numpy(np.asarray(array, dtype=out.dtype))
+    array = np.ascontiguousarray(array, dtype=out.dtype)
+    return TensorData.contiguous(array.reshape(-1), out.shape)
 
 
 def _float(op: str, *specs: Spec) -> np.dtype:
@@ -58,8 +62,11 @@ def _float(op: str, *specs: Spec) -> np.dtype:
     for s in specs[1:]:
         dtype = dt.promote(dtype, s.dtype)
     if not dt.is_float(dtype):
-        raise OpError(op, f"needs float inputs, got {', '.join(s.dtype.name for s in specs)}",
-                      hint="cast first with .float()")
+        raise OpError(
+            op,
+            f"needs float inputs, got {', '.join(s.dtype.name for s in specs)}",
+            hint="cast first with .float()",
+        )
     return dtype
 
 
@@ -89,8 +96,14 @@ def _conv_infer(x: Spec, w: Spec, stride, padding) -> Spec:
     return Spec((x.shape[0], w.shape[0], oh, ow), dtype, x.device)
 
 
-register_op("conv2d", OpKind.ANCHOR, 2, _conv_infer, attrs={"stride": 1, "padding": 0},
-            normalize=_conv_normalize)
+register_op(
+    "conv2d",
+    OpKind.ANCHOR,
+    2,
+    _conv_infer,
+    attrs={"stride": 1, "padding": 0},
+    normalize=_conv_normalize,
+)
 
 
 def _pad(x: np.ndarray, p: int) -> np.ndarray:
@@ -101,7 +114,11 @@ def _windows(h: int, w: int, k: tuple[int, int], s: tuple[int, int]):
     """Every kernel offset (kh, kw) with the strided slices of the input it touches."""
     for i in range(k[0]):
         for j in range(k[1]):
-            yield i, j, (slice(i, i + s[0] * (h - 1) + 1, s[0]), slice(j, j + s[1] * (w - 1) + 1, s[1]))
+            yield (
+                i,
+                j,
+                (slice(i, i + s[0] * (h - 1) + 1, s[0]), slice(j, j + s[1] * (w - 1) + 1, s[1])),
+            )
 
 
 @register_kernel("conv2d", "numpy")
@@ -116,18 +133,31 @@ def conv2d_numpy(x, w, out, stride, padding):
 
 
 def _grad_input_infer(g: Spec, w: Spec, stride, padding, input_hw) -> Spec:
-    return Spec((g.shape[0], w.shape[1]) + tuple(input_hw), _float("conv2d_grad_input", g, w), g.device)
+    return Spec(
+        (g.shape[0], w.shape[1]) + tuple(input_hw), _float("conv2d_grad_input", g, w), g.device
+    )
 
 
 def _grad_weight_infer(x: Spec, g: Spec, stride, padding, kernel_hw) -> Spec:
-    return Spec((g.shape[1], x.shape[1]) + tuple(kernel_hw), _float("conv2d_grad_weight", x, g),
-                x.device)
+    return Spec(
+        (g.shape[1], x.shape[1]) + tuple(kernel_hw), _float("conv2d_grad_weight", x, g), x.device
+    )
 
 
-register_op("conv2d_grad_input", OpKind.ANCHOR, 2, _grad_input_infer,
-            attrs={"stride": 1, "padding": 0, "input_hw": None})
-register_op("conv2d_grad_weight", OpKind.ANCHOR, 2, _grad_weight_infer,
-            attrs={"stride": 1, "padding": 0, "kernel_hw": None})
+register_op(
+    "conv2d_grad_input",
+    OpKind.ANCHOR,
+    2,
+    _grad_input_infer,
+    attrs={"stride": 1, "padding": 0, "input_hw": None},
+)
+register_op(
+    "conv2d_grad_weight",
+    OpKind.ANCHOR,
+    2,
+    _grad_weight_infer,
+    attrs={"stride": 1, "padding": 0, "kernel_hw": None},
+)
 
 
 @register_kernel("conv2d_grad_input", "numpy")
@@ -151,10 +181,12 @@ def conv2d_grad_weight_numpy(x, g, out, stride, padding, kernel_hw):
 
 @register_vjp("conv2d")
 def conv2d_vjp(grad, out, x, w, stride, padding):
-    gx = dispatch("conv2d_grad_input", grad, w, stride=stride, padding=padding,
-                  input_hw=tuple(x.shape[2:]))
-    gw = dispatch("conv2d_grad_weight", x, grad, stride=stride, padding=padding,
-                  kernel_hw=tuple(w.shape[2:]))
+    gx = dispatch(
+        "conv2d_grad_input", grad, w, stride=stride, padding=padding, input_hw=tuple(x.shape[2:])
+    )
+    gw = dispatch(
+        "conv2d_grad_weight", x, grad, stride=stride, padding=padding, kernel_hw=tuple(w.shape[2:])
+    )
     return gx, gw
 
 
@@ -182,8 +214,14 @@ def _pool_infer(op: str):
 
 
 for _op in ("max_pool2d", "avg_pool2d"):
-    register_op(_op, OpKind.OPAQUE, 1, _pool_infer(_op), attrs={"kernel_size": 2, "stride": None},
-                normalize=_pool_normalize(_op))
+    register_op(
+        _op,
+        OpKind.OPAQUE,
+        1,
+        _pool_infer(_op),
+        attrs={"kernel_size": 2, "stride": None},
+        normalize=_pool_normalize(_op),
+    )
 
 
 @register_kernel("max_pool2d", "numpy")
@@ -209,10 +247,20 @@ def _pool_grad_infer(g: Spec, x: Spec, kernel_size, stride) -> Spec:
     return x
 
 
-register_op("max_pool2d_grad", OpKind.OPAQUE, 2, _pool_grad_infer,
-            attrs={"kernel_size": (2, 2), "stride": (2, 2)})
-register_op("avg_pool2d_grad", OpKind.OPAQUE, 2, _pool_grad_infer,
-            attrs={"kernel_size": (2, 2), "stride": (2, 2)})
+register_op(
+    "max_pool2d_grad",
+    OpKind.OPAQUE,
+    2,
+    _pool_grad_infer,
+    attrs={"kernel_size": (2, 2), "stride": (2, 2)},
+)
+register_op(
+    "avg_pool2d_grad",
+    OpKind.OPAQUE,
+    2,
+    _pool_grad_infer,
+    attrs={"kernel_size": (2, 2), "stride": (2, 2)},
+)
 
 
 @register_kernel("max_pool2d_grad", "numpy")
@@ -277,10 +325,17 @@ def _lse_infer(x: Spec, axis, keepdims) -> Spec:
     return Spec(reduced_shape(x.shape, (axis,), keepdims), _float("logsumexp", x), x.device)
 
 
-register_op("softmax", OpKind.OPAQUE, 1, _softmax_infer, attrs={"axis": -1},
-            normalize=_one_axis("softmax"))
-register_op("logsumexp", OpKind.OPAQUE, 1, _lse_infer, attrs={"axis": -1, "keepdims": False},
-            normalize=lambda x, axis, keepdims: _one_axis("logsumexp")(x, axis, keepdims=bool(keepdims)))
+register_op(
+    "softmax", OpKind.OPAQUE, 1, _softmax_infer, attrs={"axis": -1}, normalize=_one_axis("softmax")
+)
+register_op(
+    "logsumexp",
+    OpKind.OPAQUE,
+    1,
+    _lse_infer,
+    attrs={"axis": -1, "keepdims": False},
+    normalize=lambda x, axis, keepdims: _one_axis("logsumexp")(x, axis, keepdims=bool(keepdims)),
+)
 
 
 @register_kernel("softmax", "numpy")

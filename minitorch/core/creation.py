@@ -36,7 +36,9 @@ def tensor(data, dtype=None, requires_grad: bool = False, device: str = "cpu") -
 
 def full(shape, value, dtype=None, requires_grad=False, device="cpu") -> Tensor:
     dtype = dt.as_dtype(dtype, "full")
-    return Tensor(np.full(_shape((shape,)), value, dtype=dtype), requires_grad=requires_grad, device=device)
+    return Tensor(
+        np.full(_shape((shape,)), value, dtype=dtype), requires_grad=requires_grad, device=device
+    )
 
 
 def zeros(*shape, dtype=None, requires_grad=False, device="cpu") -> Tensor:
@@ -68,13 +70,17 @@ def arange(start, stop=None, step=1, dtype=None, device="cpu") -> Tensor:
 def rand(*shape, dtype=None, requires_grad=False, device="cpu") -> Tensor:
     """Uniform on [0, 1), from the seeded generator (see :func:`manual_seed`)."""
     values = _rng[0].random(_shape(shape))
-    return Tensor(values, dtype=dt.as_dtype(dtype, "rand"), requires_grad=requires_grad, device=device)
+    return Tensor(
+        values, dtype=dt.as_dtype(dtype, "rand"), requires_grad=requires_grad, device=device
+    )
 
 
 def randn(*shape, dtype=None, requires_grad=False, device="cpu") -> Tensor:
     """Standard normal, from the seeded generator (see :func:`manual_seed`)."""
     values = _rng[0].standard_normal(_shape(shape))
-    return Tensor(values, dtype=dt.as_dtype(dtype, "randn"), requires_grad=requires_grad, device=device)
+    return Tensor(
+        values, dtype=dt.as_dtype(dtype, "randn"), requires_grad=requires_grad, device=device
+    )
 
 
 def where(condition: Tensor, a, b) -> Tensor:

@@ -155,9 +155,7 @@ def _where_infer(c: Spec, a: Spec, b: Spec) -> Spec:
     return Spec(_broadcast_specs("where", c, a, b), dt.promote(a.dtype, b.dtype), a.device)
 
 
-register_op(
-    "where", OpKind.BROADCAST, 3, _where_infer, scalar=lambda c, a, b: a if c else b
-)
+register_op("where", OpKind.BROADCAST, 3, _where_infer, scalar=lambda c, a, b: a if c else b)
 
 NUMPY_FUNCS = {n: f for n, (_, f, _) in {**UNARY, **BINARY}.items() if f is not None}
 
@@ -175,7 +173,9 @@ def normalize_axis(op: str, axis, ndim: int) -> tuple[int, ...]:
             raise OpError(
                 op,
                 f"axis {ax} is out of range for a tensor with {ndim} dimension(s)",
-                hint=f"use an axis in [-{ndim}, {ndim - 1}]" if ndim else "a 0-d tensor takes axis=None",
+                hint=f"use an axis in [-{ndim}, {ndim - 1}]"
+                if ndim
+                else "a 0-d tensor takes axis=None",
             )
         ax = ax % ndim if ndim else 0
         if ax in out:
@@ -194,8 +194,11 @@ def _reduce_infer(name: str, result: str):
     def infer(a: Spec, axis, keepdims) -> Spec:
         if name in ("max", "min", "argmax") and any(a.shape[d] == 0 for d in axis):
             raise OpError(name, f"cannot reduce an empty dimension of shape {a.shape}")
-        dtype = {"same": a.dtype, "float": a.dtype if dt.is_float(a.dtype) else dt.float32,
-                 "int": dt.int64}[result]
+        dtype = {
+            "same": a.dtype,
+            "float": a.dtype if dt.is_float(a.dtype) else dt.float32,
+            "int": dt.int64,
+        }[result]
         if name == "sum" and a.dtype == dt.bool_:
             dtype = dt.int64
         return Spec(reduced_shape(a.shape, axis, keepdims), dtype, a.device)
@@ -372,8 +375,9 @@ def _matmul_infer(a: Spec, b: Spec) -> Spec:
             hint="both need 2+ dims and a.shape[-1] == b.shape[-2]; "
             "reshape a vector to (n, 1) or (1, n)",
         )
-    batch = _broadcast_specs("matmul", Spec(a.shape[:-2], a.dtype, a.device),
-                             Spec(b.shape[:-2], b.dtype, b.device))
+    batch = _broadcast_specs(
+        "matmul", Spec(a.shape[:-2], a.dtype, a.device), Spec(b.shape[:-2], b.dtype, b.device)
+    )
     return Spec(batch + (a.shape[-2], b.shape[-1]), dt.promote(a.dtype, b.dtype), a.device)
 
 

@@ -13,6 +13,7 @@ Eager calls, traced calls and backward rules all go through :func:`dispatch`.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -44,7 +45,7 @@ class Spec:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def __str__(self) -> str:
         return f"{self.dtype.name}[{','.join(map(str, self.shape))}]"
@@ -85,7 +86,9 @@ class OpDef:
         return bound
 
     def __repr__(self) -> str:
-        return f"OpDef({self.name}, {self.kind.value}, inputs={self.num_inputs}, attrs={self.attrs})"
+        return (
+            f"OpDef({self.name}, {self.kind.value}, inputs={self.num_inputs}, attrs={self.attrs})"
+        )
 
 
 OPS: dict[str, OpDef] = {}

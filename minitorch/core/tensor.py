@@ -147,7 +147,8 @@ class Tensor:
     def item(self):
         if self.size != 1:
             raise OpError(
-                "item", f"only a tensor with one element has an item, shape is {self.shape}",
+                "item",
+                f"only a tensor with one element has an item, shape is {self.shape}",
                 hint="reduce first, e.g. x.sum().item()",
             )
         return self.numpy().reshape(()).item()
@@ -202,7 +203,8 @@ class Tensor:
     def __bool__(self) -> bool:
         if self.size != 1:
             raise OpError(
-                "bool", f"the truth value of a tensor of shape {self.shape} is ambiguous",
+                "bool",
+                f"the truth value of a tensor of shape {self.shape} is ambiguous",
                 hint="use (x > 0).all() style reductions, e.g. x.sum().item() > 0",
             )
         return bool(self.item())
@@ -389,7 +391,11 @@ def _to_numpy(data, dtype) -> np.ndarray:
     if dtype is None:
         array = np.asarray(data)
         if array.dtype.kind == "f":
-            dtype = array.dtype if array.dtype == dt.float64 and isinstance(data, np.ndarray) else dt.float32
+            dtype = (
+                array.dtype
+                if array.dtype == dt.float64 and isinstance(data, np.ndarray)
+                else dt.float32
+            )
         elif array.dtype.kind in "iu":
             dtype = dt.int64
         elif array.dtype.kind == "b":
@@ -410,7 +416,9 @@ def _scalar_like(value: Any, like: Tensor) -> Tensor:
     if not isinstance(value, (int, float, bool, np.number, np.bool_)):
         raise OpError("tensor", f"cannot combine a Tensor with {type(value).__name__}")
     kind = dt.scalar_dtype(value)
-    dtype = like.dtype if dt.promote(kind, like.dtype) == like.dtype else (
-        dt.float32 if dt.is_float(kind) else kind
+    dtype = (
+        like.dtype
+        if dt.promote(kind, like.dtype) == like.dtype
+        else (dt.float32 if dt.is_float(kind) else kind)
     )
     return Tensor(np.asarray(value, dtype=dtype), device=like.device)

@@ -20,20 +20,21 @@ from __future__ import annotations
 import inspect
 import math
 
+# The package's __init__ ran first and chose the simulator if there is no GPU.
+import numba
 import numpy as np
+from numba import cuda
+from numba.core import config
 
-from . import gpu_present  # noqa: F401  (importing the package chooses the simulator first)
-
-import numba  # noqa: E402
-from numba import cuda  # noqa: E402
-from numba.core import config  # noqa: E402
-
-from ..backends.base import Backend, register_backend  # noqa: E402
-from ..core.registry import OpDef, OpKind, register_kernel  # noqa: E402
-from ..exercises import implementation  # noqa: E402
-from ..tensor.data import TensorData  # noqa: E402
-from ..tensor.indexing import broadcast_shape  # noqa: E402
-from . import kernels  # noqa: E402,F401  (registers exercises 4.1-4.5)
+from ..backends.base import Backend, register_backend
+from ..core.registry import OpDef, OpKind, register_kernel
+from ..exercises import implementation
+from ..tensor.data import TensorData
+from ..tensor.indexing import broadcast_shape
+from . import (
+    gpu_present,
+    kernels,  # noqa: F401  (registers exercises 4.1-4.5)
+)
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 # Launch configuration: tiny on the simulator (about 1 ms per simulated thread).
@@ -234,15 +235,18 @@ def mean(a, out, axis, keepdims):
 def _batched(x: TensorData, batch: tuple) -> TensorData:
     """``x`` as a (B, rows, cols) view: batch dims broadcast to ``batch``, then merged into one."""
     lead = len(batch) - (x.ndim - 2)
-    dims = [(b, 0 if d < lead or x.shape[d - lead] != b else x.strides[d - lead])
-            for d, b in enumerate(batch)]
+    dims = [
+        (b, 0 if d < lead or x.shape[d - lead] != b else x.strides[d - lead])
+        for d, b in enumerate(batch)
+    ]
     dims = [(n, s) for n, s in dims if n != 1]  # size-1 dims do not move
     total = int(np.prod(batch, dtype=np.int64))
     if not dims:
         return TensorData(x.storage, (1,) + x.shape[-2:], (0,) + x.strides[-2:], x.offset)
     if all(dims[i][1] == dims[i + 1][1] * dims[i + 1][0] for i in range(len(dims) - 1)):
-        return TensorData(x.storage, (total,) + x.shape[-2:], (dims[-1][1],) + x.strides[-2:],
-                          x.offset)
+        return TensorData(
+            x.storage, (total,) + x.shape[-2:], (dims[-1][1],) + x.strides[-2:], x.offset
+        )
     # Not expressible as one batch stride: copy the broadcast operand once.
     shape = tuple(n for n, _ in dims) + x.shape[-2:]
     strides = tuple(s for _, s in dims) + x.strides[-2:]
@@ -260,10 +264,18 @@ def matmul(a, b, out):
         kern = compiled("4.5", TILE)
         grid = (math.ceil(m / TILE), math.ceil(n / TILE), a3.shape[0])
         kern[grid, (TILE, TILE)](
-            result.storage, a3.storage, meta(a3.strides), a3.offset,
-            b3.storage, meta(b3.strides), b3.offset, n, k, m,
+            result.storage,
+            a3.storage,
+            meta(a3.strides),
+            a3.offset,
+            b3.storage,
+            meta(b3.strides),
+            b3.offset,
+            n,
+            k,
+            m,
         )
     return result
 
 
-__all__ = ["CudaBackend", "SIMULATOR", "THREADS", "TILE", "compiled", "numba"]
+__all__ = ["CudaBackend", "SIMULATOR", "THREADS", "TILE", "compiled", "gpu_present", "numba"]

@@ -40,8 +40,16 @@ def naive_matmul(a: Tensor, b: Tensor, block: int | None = None) -> Tensor:
     out = cb._empty(batch + (n, m), a.dtype)
     grid = (math.ceil(m / block), math.ceil(n / block), a3.shape[0])
     _naive[grid, (block, block)](
-        out.storage, a3.storage, cb.meta(a3.strides), a3.offset,
-        b3.storage, cb.meta(b3.strides), b3.offset, n, k, m,
+        out.storage,
+        a3.storage,
+        cb.meta(a3.strides),
+        a3.offset,
+        b3.storage,
+        cb.meta(b3.strides),
+        b3.offset,
+        n,
+        k,
+        m,
     )
     return Tensor._make(TensorData.contiguous(out.storage, out.shape), "cuda")
 
@@ -55,7 +63,15 @@ def tiled_matmul(a: Tensor, b: Tensor, tile: int | None = None) -> Tensor:
     out = cb._empty(batch + (n, m), a.dtype)
     grid = (math.ceil(m / tile), math.ceil(n / tile), a3.shape[0])
     cb.compiled("4.5", tile)[grid, (tile, tile)](
-        out.storage, a3.storage, cb.meta(a3.strides), a3.offset,
-        b3.storage, cb.meta(b3.strides), b3.offset, n, k, m,
+        out.storage,
+        a3.storage,
+        cb.meta(a3.strides),
+        a3.offset,
+        b3.storage,
+        cb.meta(b3.strides),
+        b3.offset,
+        n,
+        k,
+        m,
     )
     return Tensor._make(TensorData.contiguous(out.storage, out.shape), "cuda")

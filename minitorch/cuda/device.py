@@ -35,7 +35,7 @@ def index_to_position(index, strides, offset):
 
 @cuda.jit(device=True)
 def broadcast_index(big_index, big_shape, shape, out_index):
-    """Map ``big_index`` (into ``big_shape``) to ``out_index`` (into ``shape``, which broadcasts)."""
+    """Map ``big_index`` (into ``big_shape``) to ``out_index`` (into ``shape``, broadcast)."""
     skip = len(big_shape) - len(shape)
     for d in range(len(shape)):
         if shape[d] == 1:

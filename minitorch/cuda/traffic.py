@@ -25,11 +25,9 @@ import contextlib
 import sys
 import threading
 from collections import Counter, defaultdict
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
-
-from . import gpu_present  # noqa: F401  (chooses the simulator before numba.cuda loads)
 
 
 def _root(array: np.ndarray) -> np.ndarray:
@@ -44,7 +42,9 @@ def _host_array(x) -> np.ndarray:
     x = getattr(x, "storage", x)  # TensorData -> device array
     x = getattr(x, "_ary", x)  # FakeCUDAArray -> ndarray
     if not isinstance(x, np.ndarray):
-        raise TypeError(f"count_traffic: cannot find a simulated device array in {type(x).__name__}")
+        raise TypeError(
+            f"count_traffic: cannot find a simulated device array in {type(x).__name__}"
+        )
     return x
 
 
@@ -81,7 +81,7 @@ class Traffic:
                 self.global_reads[key] += n
                 if n == 1 and ary.ndim == 1 and isinstance(idx, (int, np.integer)):
                     # element number within the root storage
-                    start = (ary.__array_interface__["data"][0] - root.__array_interface__["data"][0])
+                    start = ary.__array_interface__["data"][0] - root.__array_interface__["data"][0]
                     elem = (start + int(idx) * ary.strides[0]) // root.itemsize
                     self.element_reads[key][elem] += 1
             self.per_thread[_thread_key()]["global_writes" if write else "global_reads"] += n
@@ -176,7 +176,11 @@ def count_traffic() -> Iterator[Traffic]:
     from numba.cuda.simulator.cudadrv.devicearray import FakeWithinKernelCUDAArray as Arr
 
     traffic = Traffic()
-    orig_get, orig_set, orig_shared = Arr.__getitem__, Arr.__setitem__, kernelapi.FakeCUDAShared.array
+    orig_get, orig_set, orig_shared = (
+        Arr.__getitem__,
+        Arr.__setitem__,
+        kernelapi.FakeCUDAShared.array,
+    )
 
     def getitem(self, idx):
         value = orig_get(self, idx)

@@ -7,6 +7,7 @@ needed there: only kernels touch device storage).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,9 +33,14 @@ class TensorData:
         return TensorData.contiguous(flat, tuple(array.shape))
 
     @staticmethod
+    def wrap(array: np.ndarray) -> TensorData:
+        """Adopt a freshly computed array as contiguous storage (copies only if it must)."""
+        array = np.ascontiguousarray(array)
+        return TensorData.contiguous(array.reshape(-1), tuple(array.shape))
+
+    @staticmethod
     def empty(shape: Shape, dtype) -> TensorData:
-        size = int(np.prod(shape, dtype=np.int64))
-        return TensorData.contiguous(np.empty(size, dtype=dtype), tuple(shape))
+        return TensorData.contiguous(np.empty(math.prod(shape), dtype=dtype), tuple(shape))
 
     @property
     def dtype(self) -> np.dtype:
@@ -42,7 +48,7 @@ class TensorData:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def ndim(self) -> int:
@@ -55,12 +61,17 @@ class TensorData:
 
     def as_numpy_view(self) -> np.ndarray:
         """A zero-copy numpy view of these elements (CPU only)."""
-        item = self.storage.itemsize
-        base = self.storage[self.offset :] if self.size else self.storage[:0]
-        if self.size == 0:
+        storage, size = self.storage, self.size
+        if size == 0:
             return np.empty(self.shape, dtype=self.dtype)
+        if self.offset == 0 and size == storage.size and self.is_contiguous():
+            return storage.reshape(self.shape)  # the common case, and the cheapest
+        item = storage.itemsize
         return np.lib.stride_tricks.as_strided(
-            base, shape=self.shape, strides=tuple(s * item for s in self.strides), writeable=False
+            storage[self.offset :],
+            shape=self.shape,
+            strides=tuple(s * item for s in self.strides),
+            writeable=False,
         )
 
     def to_numpy(self) -> np.ndarray:

@@ -63,13 +63,19 @@ def cond(pred, true_fn, false_fn, *operands):
     """
     for x in operands:
         if not isinstance(x, Tensor):
-            raise OpError("cond", f"operands must be Tensors, got {type(x).__name__}",
-                          hint="pass Python values through a closure (they are static)")
+            raise OpError(
+                "cond",
+                f"operands must be Tensors, got {type(x).__name__}",
+                hint="pass Python values through a closure (they are static)",
+            )
     traced = [x for x in (pred, *operands) if isinstance(x, Proxy)]
     if not traced:
         if isinstance(pred, Tensor) and pred.size != 1:
-            raise OpError("cond", f"the predicate must have one element, got shape {pred.shape}",
-                          hint="reduce it first, e.g. (x > 0).sum() > 0")
+            raise OpError(
+                "cond",
+                f"the predicate must have one element, got shape {pred.shape}",
+                hint="reduce it first, e.g. (x > 0).sum() > 0",
+            )
         return true_fn(*operands) if bool(pred) else false_fn(*operands)
     if not isinstance(pred, Tensor):
         return true_fn(*operands) if pred else false_fn(*operands)
@@ -98,9 +104,11 @@ def custom_op(name: str, infer, *, attrs=None, check=None, kind=OpKind.OPAQUE, n
     def deco(compute):
         n = num_inputs
         if n is None:
-            params = [p for p in inspect.signature(compute).parameters.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                      and p.name not in attrs]
+            params = [
+                p
+                for p in inspect.signature(compute).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in attrs
+            ]
             n = len(params)
         register_op(name, kind, n, infer, attrs=attrs, check=check, doc=compute.__doc__ or "")
 

@@ -139,8 +139,11 @@ class Graph:
 
     def set_outputs(self, outputs, out_tree=None) -> None:
         self.outputs = list(outputs)
-        self.out_tree = out_tree if out_tree is not None else ("tuple", [("leaf", i) for i in
-                                                                         range(len(outputs))])
+        self.out_tree = (
+            out_tree
+            if out_tree is not None
+            else ("tuple", [("leaf", i) for i in range(len(outputs))])
+        )
 
     # ------------------------------------------------------------ reading
     @property
@@ -220,7 +223,7 @@ class Graph:
         return self
 
     def compile(self, backend: str | None = None):
-        """Verify and freeze the graph into a :class:`~minitorch.tracing.interpreter.CompiledGraph`."""
+        """Verify the graph and freeze it into a runnable ``CompiledGraph``."""
         from .interpreter import CompiledGraph
 
         return CompiledGraph(self.verify(), backend)

@@ -61,7 +61,8 @@ class CompiledGraph:
             if x.shape != s.shape or x.dtype != s.dtype or x.device != s.device:
                 raise OpError(
                     "run",
-                    f"input {k} ({self.graph.inputs[k]!r}) is {x.spec}, the graph was traced for {s}",
+                    f"input {k} ({self.graph.inputs[k]!r}) is {x.spec}, "
+                    f"the graph was traced for {s}",
                     hint="trace again for new shapes (minitorch.jit does this for you)",
                 )
         ctx = use_backend(self.backend) if self.backend else contextlib.nullcontext()

@@ -153,7 +153,9 @@ def trace_call(fn, binder, names, values, bound, fullgraph: bool, name: str, run
     with tracer:
         call_values = list(values)
         for i in slots:
-            call_values[i] = tracer.input(values[i].spec, names[i].replace("[", "").replace("]", ""))
+            call_values[i] = tracer.input(
+                values[i].spec, names[i].replace("[", "").replace("]", "")
+            )
         result = binder.call(fn, call_values, bound)
         if tracer.breaks:
             leaves: list = []

@@ -68,8 +68,11 @@ class Proxy(Tensor):
 
     @property
     def strides(self):
-        raise OpError("strides", "a traced tensor has no memory layout yet",
-                      hint="layout is decided when the graph runs")
+        raise OpError(
+            "strides",
+            "a traced tensor has no memory layout yet",
+            hint="layout is decided when the graph runs",
+        )
 
     def is_contiguous(self) -> bool:
         return True
@@ -117,8 +120,11 @@ class Proxy(Tensor):
         if target in ("cpu", "cuda"):
             if target == self.device:
                 return self
-            raise OpError("to", "moving a traced tensor between devices is not traced",
-                          hint="move the inputs before calling the jitted function")
+            raise OpError(
+                "to",
+                "moving a traced tensor between devices is not traced",
+                hint="move the inputs before calling the jitted function",
+            )
         return self.astype(target)
 
 
@@ -162,8 +168,11 @@ class Tracer:
             return inner
         if isinstance(x, Tensor):
             return self.graph.add_const(x)
-        raise OpError("trace", f"cannot record an op input of type {type(x).__name__}",
-                      hint="op inputs are Tensors; Python numbers are lifted by Tensor methods")
+        raise OpError(
+            "trace",
+            f"cannot record an op input of type {type(x).__name__}",
+            hint="op inputs are Tensors; Python numbers are lifted by Tensor methods",
+        )
 
     def proxy(self, node: Node) -> Proxy:
         return Proxy(self, node)
@@ -181,8 +190,11 @@ class Tracer:
                 "branches, or drop fullgraph=True to split the function into several graphs"
             )
         if p._tracer is not self:
-            raise OpError("trace", "a traced value escaped its trace",
-                          hint="return it from the traced function instead")
+            raise OpError(
+                "trace",
+                "a traced value escaped its trace",
+                hint="return it from the traced function instead",
+            )
         self.breaks.append(Break(reason, where))
         self._broken.append(p.node)
         value = self.evaluate(p.node)

@@ -78,7 +78,11 @@ def slice_view(shape, strides, offset, key):
                 raise index_error(k, d, size)
             offset += i * stride
     rest = len(key)
-    return tuple(new_shape) + tuple(shape[rest:]), tuple(new_strides) + tuple(strides[rest:]), offset
+    return (
+        tuple(new_shape) + tuple(shape[rest:]),
+        tuple(new_strides) + tuple(strides[rest:]),
+        offset,
+    )
 
 
 def tensor_map(fn, out, a):

@@ -82,7 +82,9 @@ def topological_sort(nodes):
                 heapq.heappush(ready, (position[u], position[u]))
     if len(order) != len(nodes):
         stuck = next(n for n in nodes if missing[n] > 0)
-        raise OpError("topological_sort", f"the nodes form a cycle through %{stuck.name} ({stuck.op})")
+        raise OpError(
+            "topological_sort", f"the nodes form a cycle through %{stuck.name} ({stuck.op})"
+        )
     return order
 
 
@@ -115,11 +117,17 @@ def verify_graph(graph):
                 sub = n.attrs[key]
                 verify_graph(sub)
                 if [i.spec for i in sub.inputs] != specs[1:]:
-                    raise OpError("verify", f"{_label(n)}: {key} takes {[str(i.spec) for i in sub.inputs]}"
-                                  f" but the operands are {[str(s) for s in specs[1:]]}")
+                    raise OpError(
+                        "verify",
+                        f"{_label(n)}: {key} takes {[str(i.spec) for i in sub.inputs]}"
+                        f" but the operands are {[str(s) for s in specs[1:]]}",
+                    )
                 if [o.spec for o in sub.outputs] != [n.spec]:
-                    raise OpError("verify", f"{_label(n)}: {key} returns "
-                                  f"{[str(o.spec) for o in sub.outputs]}, the node says {n.spec}")
+                    raise OpError(
+                        "verify",
+                        f"{_label(n)}: {key} returns "
+                        f"{[str(o.spec) for o in sub.outputs]}, the node says {n.spec}",
+                    )
             continue
         try:
             expected = get_op(n.op).infer(*specs, **n.attrs)
@@ -134,7 +142,9 @@ def verify_graph(graph):
 
 def interpret(graph, *inputs):
     if len(inputs) != len(graph.inputs):
-        raise OpError("interpret", f"the graph takes {len(graph.inputs)} input(s), got {len(inputs)}")
+        raise OpError(
+            "interpret", f"the graph takes {len(graph.inputs)} input(s), got {len(inputs)}"
+        )
     env = dict(zip(graph.inputs, inputs))
     for node in graph.nodes:
         if node.op == "input":
@@ -148,8 +158,11 @@ def interpret(graph, *inputs):
 
 def _static(value, k):
     if isinstance(value, Tensor):
-        raise OpError("jit", f"argument {k} holds a Tensor inside a list or tuple",
-                      hint="pass each tensor as its own argument")
+        raise OpError(
+            "jit",
+            f"argument {k} holds a Tensor inside a list or tuple",
+            hint="pass each tensor as its own argument",
+        )
     if isinstance(value, (list, tuple)):
         return tuple(_static(v, k) for v in value)
     return value
@@ -184,8 +197,10 @@ def guard_failures(names, old, new):
         if a[0] == "tensor" and b[0] == "tensor":
             for field, x, y in zip(("shape", "dtype", "device"), a[1:], b[1:]):
                 if x != y:
-                    out.append(f"{name}.{field} changed from {x if field != 'shape' else repr(x)}"
-                               f" to {y if field != 'shape' else repr(y)}")
+                    out.append(
+                        f"{name}.{field} changed from {x if field != 'shape' else repr(x)}"
+                        f" to {y if field != 'shape' else repr(y)}"
+                    )
         elif a[0] == "static" and b[0] == "static":
             if a[1] != b[1]:
                 out.append(f"{name} changed type from {a[1]} to {b[1]}")
@@ -200,8 +215,11 @@ def guard_failures(names, old, new):
 
 def trace_cond(tracer, pred, true_fn, false_fn, operands):
     if pred.size != 1:
-        raise OpError("cond", f"the predicate must have one element, got shape {pred.shape}",
-                      hint="reduce it first, e.g. (x > 0).sum() > 0")
+        raise OpError(
+            "cond",
+            f"the predicate must have one element, got shape {pred.shape}",
+            hint="reduce it first, e.g. (x > 0).sum() > 0",
+        )
     tg = trace_branch(true_fn, operands, "true")
     fg = trace_branch(false_fn, operands, "false")
     ts, fs = tg.outputs[0].spec, fg.outputs[0].spec

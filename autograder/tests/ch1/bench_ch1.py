@@ -27,5 +27,8 @@ def bench_contiguous_fast_path(report):
 
     strided = measure(lambda: loops.tensor_map(fn, out, a), repeat=3, min_time=0.0)
     fast = measure(lambda: loops.map_contiguous(fn, out, a), repeat=5)
-    report(speedup=strided / fast, strided_us_per_elem=strided / n * 1e6,
-           fast_us_per_elem=fast / n * 1e6)
+    report(
+        speedup=strided / fast,
+        strided_us_per_elem=strided / n * 1e6,
+        fast_us_per_elem=fast / n * 1e6,
+    )

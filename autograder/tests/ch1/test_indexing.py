@@ -14,7 +14,13 @@ from .strategies import index_in, shapes, strided_views
 
 @graded("1.1", points=1)
 def test_index_to_position_examples():
-    check(ix.index_to_position((1, 2), (3, 1)) == 5, "1.1", "wrong position", index=(1, 2), strides=(3, 1))
+    check(
+        ix.index_to_position((1, 2), (3, 1)) == 5,
+        "1.1",
+        "wrong position",
+        index=(1, 2),
+        strides=(3, 1),
+    )
     check(ix.index_to_position((), ()) == 0, "1.1", "a 0-d tensor sits at position 0")
     got = ix.index_to_position((1, 2), (1, 2), 4)
     check(got == 9, "1.1", f"offset is ignored? got {got}", index=(1, 2), strides=(1, 2), offset=4)
@@ -26,8 +32,15 @@ def test_index_to_position_matches_numpy(data):
     view, td = data.draw(strided_views())
     idx = data.draw(index_in(view.shape))
     got = td.storage[ix.index_to_position(idx, td.strides, td.offset)]
-    check(got == view[idx], "1.1", "position does not hold the element numpy finds",
-          index=idx, shape=td.shape, strides=td.strides, offset=td.offset)
+    check(
+        got == view[idx],
+        "1.1",
+        "position does not hold the element numpy finds",
+        index=idx,
+        shape=td.shape,
+        strides=td.strides,
+        offset=td.offset,
+    )
 
 
 @graded("1.2", points=2)
@@ -61,8 +74,13 @@ def test_broadcast_shape_error_names_shapes():
         try:
             ix.broadcast_shape(a, b)
         except OpError as e:
-            check(str(a) in str(e) and str(b) in str(e), "1.4",
-                  f"the error should show both shapes, got: {e}", a=a, b=b)
+            check(
+                str(a) in str(e) and str(b) in str(e),
+                "1.4",
+                f"the error should show both shapes, got: {e}",
+                a=a,
+                b=b,
+            )
         else:
             check(False, "1.4", "incompatible shapes must raise OpError", a=a, b=b)
 
@@ -75,5 +93,11 @@ def test_broadcast_index_reads_numpy_element(bs, data):
     a = np.arange(int(np.prod(shape))).reshape(shape)
     idx = data.draw(index_in(big))
     small = tuple(ix.broadcast_index(idx, big, shape))
-    check(a[small] == np.broadcast_to(a, big)[idx], "1.5", f"index {small} reads the wrong element",
-          big_index=idx, big_shape=big, shape=shape)
+    check(
+        a[small] == np.broadcast_to(a, big)[idx],
+        "1.5",
+        f"index {small} reads the wrong element",
+        big_index=idx,
+        big_shape=big,
+        shape=shape,
+    )

@@ -48,7 +48,9 @@ def test_zip_strided_and_broadcast(data):
 @graded("1.11", points=3)
 @given(st.data())
 def test_reduce_one_axis(data):
-    a, ta = data.draw(strided_views(data.draw(hnp.array_shapes(min_dims=1, max_dims=3, max_side=4))))
+    a, ta = data.draw(
+        strided_views(data.draw(hnp.array_shapes(min_dims=1, max_dims=3, max_side=4)))
+    )
     axis = data.draw(st.integers(0, a.ndim - 1))
     out = TensorData.empty(tuple(1 if d == axis else n for d, n in enumerate(a.shape)), np.float64)
     loops.tensor_reduce(operator.add, 0.0, out, ta, axis)
@@ -66,10 +68,22 @@ def test_map_contiguous(shape, a_offset, out_offset):
     o_store = np.full(n + out_offset + 2, 99.0)
     to = TensorData(o_store, shape, ta.strides, out_offset)
     loops.map_contiguous(lambda x: x * x, to, ta)
-    assert_close(to.to_numpy(), ta.to_numpy() ** 2, "1.12", shape=shape, a_offset=a_offset,
-                 out_offset=out_offset)
-    check(o_store[:out_offset].tolist() == [99.0] * out_offset and o_store[-2:].tolist() == [99.0] * 2,
-          "1.12", "wrote outside the output's elements", shape=shape, out_offset=out_offset)
+    assert_close(
+        to.to_numpy(),
+        ta.to_numpy() ** 2,
+        "1.12",
+        shape=shape,
+        a_offset=a_offset,
+        out_offset=out_offset,
+    )
+    check(
+        o_store[:out_offset].tolist() == [99.0] * out_offset
+        and o_store[-2:].tolist() == [99.0] * 2,
+        "1.12",
+        "wrote outside the output's elements",
+        shape=shape,
+        out_offset=out_offset,
+    )
 
 
 @graded("1.9", points=1)

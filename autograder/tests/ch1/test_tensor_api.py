@@ -25,7 +25,9 @@ def test_tensor_reshape_views_and_copies():
     a = np.arange(12.0).reshape(3, 4)
     t = mt.tensor(a)
     r = t.reshape(2, 6)
-    check(r._data.storage is t._data.storage, "1.7", "reshape of a contiguous tensor must be a view")
+    check(
+        r._data.storage is t._data.storage, "1.7", "reshape of a contiguous tensor must be a view"
+    )
     assert_close(t.T.reshape(12).numpy(), a.T.reshape(12), "1.7", a=a)
     try:
         t.reshape(5, 3)
@@ -39,6 +41,12 @@ def test_tensor_reshape_views_and_copies():
 def test_tensor_getitem():
     a = np.arange(60.0).reshape(3, 4, 5)
     t = mt.tensor(a)
-    for key in [1, (slice(None), 2), (-1, slice(None, None, -2)), (..., 3), (slice(1, 3), 0, slice(4, 0, -1))]:
+    for key in [
+        1,
+        (slice(None), 2),
+        (-1, slice(None, None, -2)),
+        (..., 3),
+        (slice(1, 3), 0, slice(4, 0, -1)),
+    ]:
         assert_close(t[key].numpy(), a[key], "1.8", key=key)
     check(t[1:, ::2]._data.storage is t._data.storage, "1.8", "slicing must not copy")

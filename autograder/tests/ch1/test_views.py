@@ -24,8 +24,14 @@ def test_permute_view_matches_numpy(data):
     view, td = data.draw(strided_views())
     order = tuple(data.draw(st.permutations(range(view.ndim))))
     shape, strides = views.permute_view(td.shape, td.strides, order)
-    check(shows(shape, strides, td.offset, view.transpose(order), td), "1.6",
-          "the view does not show numpy's transpose", shape=td.shape, strides=td.strides, order=order)
+    check(
+        shows(shape, strides, td.offset, view.transpose(order), td),
+        "1.6",
+        "the view does not show numpy's transpose",
+        shape=td.shape,
+        strides=td.strides,
+        order=order,
+    )
 
 
 @graded("1.6", points=1)
@@ -47,11 +53,18 @@ def test_reshape_view_contiguous(data):
     base = np.arange(n + 2, dtype=np.float64)
     view = base[2:].reshape(shape)
     td = data_of(view, base)
-    new_shape = data.draw(st.sampled_from([(n,), (1, n), (n, 1)] + ([(2, n // 2)] if n % 2 == 0 else [])))
+    new_shape = data.draw(
+        st.sampled_from([(n,), (1, n), (n, 1)] + ([(2, n // 2)] if n % 2 == 0 else []))
+    )
     strides = views.reshape_view(td.shape, td.strides, new_shape)
-    check(strides is not None and shows(new_shape, strides, td.offset, view.reshape(new_shape), td),
-          "1.7", "a contiguous tensor reshapes as a view", shape=shape, new_shape=new_shape,
-          got=strides)
+    check(
+        strides is not None and shows(new_shape, strides, td.offset, view.reshape(new_shape), td),
+        "1.7",
+        "a contiguous tensor reshapes as a view",
+        shape=shape,
+        new_shape=new_shape,
+        got=strides,
+    )
 
 
 @graded("1.7", points=1)
@@ -80,8 +93,15 @@ def test_slice_view_matches_numpy(data):
     view, td = data.draw(strided_views())
     key = data.draw(keys(view.shape))
     shape, strides, offset = views.slice_view(td.shape, td.strides, td.offset, key)
-    check(shows(shape, strides, offset, view[key], td), "1.8", "the slice does not match numpy",
-          shape=td.shape, strides=td.strides, offset=td.offset, key=key)
+    check(
+        shows(shape, strides, offset, view[key], td),
+        "1.8",
+        "the slice does not match numpy",
+        shape=td.shape,
+        strides=td.strides,
+        offset=td.offset,
+        key=key,
+    )
 
 
 @graded("1.8", points=1)

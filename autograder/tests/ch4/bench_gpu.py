@@ -45,8 +45,9 @@ def _copy_bandwidth(src, dst) -> float:
     return 2 * src.nbytes / t
 
 
-@benchmark("4.1", points=2, metric="bandwidth_fraction", bands=[(0.5, 1.0), (0.25, 0.5)],
-           needs="gpu")
+@benchmark(
+    "4.1", points=2, metric="bandwidth_fraction", bands=[(0.5, 1.0), (0.25, 0.5)], needs="gpu"
+)
 def bench_map_bandwidth(report):
     _need_gpu()
     x = minitorch.rand(N).to("cuda")
@@ -56,8 +57,9 @@ def bench_map_bandwidth(report):
     report(bandwidth_fraction=map_bw / copy_bw, map_gb_s=map_bw / 1e9, copy_gb_s=copy_bw / 1e9)
 
 
-@benchmark("4.2", points=2, metric="bandwidth_fraction", bands=[(0.5, 1.0), (0.25, 0.5)],
-           needs="gpu")
+@benchmark(
+    "4.2", points=2, metric="bandwidth_fraction", bands=[(0.5, 1.0), (0.25, 0.5)], needs="gpu"
+)
 def bench_zip_bandwidth(report):
     _need_gpu()
     x, y = minitorch.rand(N).to("cuda"), minitorch.rand(N).to("cuda")
@@ -67,18 +69,26 @@ def bench_zip_bandwidth(report):
     report(bandwidth_fraction=zip_bw / copy_bw, zip_gb_s=zip_bw / 1e9, copy_gb_s=copy_bw / 1e9)
 
 
-@benchmark("4.5", points=3, metric="fraction_of_cublas", bands=[(0.1, 1.0), (0.03, 0.5)],
-           needs="gpu")
+@benchmark(
+    "4.5", points=3, metric="fraction_of_cublas", bands=[(0.1, 1.0), (0.03, 0.5)], needs="gpu"
+)
 def bench_matmul_vs_cublas(report):
     _need_gpu()
     cupy = pytest.importorskip("cupy", reason="cupy (cuBLAS) is not installed: no vendor baseline")
     n = 1024
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    a, b = (
+        rng.standard_normal((n, n), dtype=np.float32),
+        rng.standard_normal((n, n), dtype=np.float32),
+    )
     ta, tb = minitorch.tensor(a).to("cuda"), minitorch.tensor(b).to("cuda")
     ca, cb_ = cupy.asarray(a), cupy.asarray(b)
     assert_close((ta @ tb).numpy(), a @ b, "4.5", rtol=1e-3, atol=1e-2)
     ours = cuda_seconds(lambda: ta @ tb)
     vendor = cuda_seconds(lambda: ca @ cb_)
-    report(fraction_of_cublas=vendor / ours, ours_ms=ours * 1e3, cublas_ms=vendor * 1e3,
-           ours_gflops=2 * n**3 / ours / 1e9)
+    report(
+        fraction_of_cublas=vendor / ours,
+        ours_ms=ours * 1e3,
+        cublas_ms=vendor * 1e3,
+        ours_gflops=2 * n**3 / ours / 1e9,
+    )

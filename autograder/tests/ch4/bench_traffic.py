@@ -16,7 +16,9 @@ from .util import on_device
 @benchmark("4.5", points=2, metric="read_reduction", bands=[(3.5, 1.0), (2.0, 0.5), (1.3, 0.25)])
 def bench_matmul_global_reads(report):
     if not cb.SIMULATOR:
-        pytest.skip("traffic counting runs on the CUDA simulator: rerun with NUMBA_ENABLE_CUDASIM=1")
+        pytest.skip(
+            "traffic counting runs on the CUDA simulator: rerun with NUMBA_ENABLE_CUDASIM=1"
+        )
     n, tile = 16, 4
     rng = np.random.default_rng(2)
     a, b = on_device(rng.standard_normal((n, n))), on_device(rng.standard_normal((n, n)))

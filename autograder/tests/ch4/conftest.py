@@ -1,4 +1,4 @@
-"""Chapter 4 runs on Numba's CUDA simulator without a GPU; it must be chosen before numba.cuda loads."""
+"""Without a GPU, chapter 4 runs on Numba's CUDA simulator, chosen before numba.cuda loads."""
 
 import os
 import shutil

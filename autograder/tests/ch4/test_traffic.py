@@ -11,7 +11,6 @@ import math
 import numpy as np
 import pytest
 
-import minitorch
 from autograder.harness import assert_close, check, graded
 from minitorch.cuda import backend as cb
 from minitorch.cuda.traffic import count_traffic
@@ -32,11 +31,19 @@ def test_map_reads_and_writes_each_element_once():
     with count_traffic() as traffic:
         y = t.exp()
     assert_close(y.numpy(), np.exp(x), "4.1", n=150)
-    check(traffic.reads(t) == 150 and traffic.max_reads_per_element(t) == 1, "4.1",
-          "each input element should be read from global memory exactly once",
-          reads=traffic.reads(t), max_per_element=traffic.max_reads_per_element(t))
-    check(traffic.writes(y) == 150, "4.1", "each output element should be written once",
-          writes=traffic.writes(y))
+    check(
+        traffic.reads(t) == 150 and traffic.max_reads_per_element(t) == 1,
+        "4.1",
+        "each input element should be read from global memory exactly once",
+        reads=traffic.reads(t),
+        max_per_element=traffic.max_reads_per_element(t),
+    )
+    check(
+        traffic.writes(y) == 150,
+        "4.1",
+        "each output element should be written once",
+        writes=traffic.writes(y),
+    )
 
 
 @graded("4.3", points=2)
@@ -48,20 +55,36 @@ def test_block_sum_uses_shared_memory():
         s = t.sum()
     assert_close(s.numpy(), x.sum(), "4.3", n=n)
     blocks = min(cb.MAX_BLOCKS, math.ceil(n / cb.THREADS))
-    check(traffic.reads(t) == n and traffic.max_reads_per_element(t) == 1, "4.3",
-          "each element should be read from global memory exactly once",
-          reads=traffic.reads(t), n=n)
-    check(traffic.shared_writes >= blocks * cb.THREADS and traffic.shared_reads > 0, "4.3",
-          "the tree reduction should happen in shared memory (cuda.shared.array)",
-          shared_reads=traffic.shared_reads, shared_writes=traffic.shared_writes)
+    check(
+        traffic.reads(t) == n and traffic.max_reads_per_element(t) == 1,
+        "4.3",
+        "each element should be read from global memory exactly once",
+        reads=traffic.reads(t),
+        n=n,
+    )
+    check(
+        traffic.shared_writes >= blocks * cb.THREADS and traffic.shared_reads > 0,
+        "4.3",
+        "the tree reduction should happen in shared memory (cuda.shared.array)",
+        shared_reads=traffic.shared_reads,
+        shared_writes=traffic.shared_writes,
+    )
     # One partial per block, then the final value: no partial sums kept in global memory.
-    check(traffic.total_global_writes == blocks + 1, "4.3",
-          "only thread 0 of each block should write its block's sum to global memory",
-          global_writes=traffic.total_global_writes, expected=blocks + 1)
+    check(
+        traffic.total_global_writes == blocks + 1,
+        "4.3",
+        "only thread 0 of each block should write its block's sum to global memory",
+        global_writes=traffic.total_global_writes,
+        expected=blocks + 1,
+    )
     most = math.ceil(n / (blocks * cb.THREADS))
-    check(traffic.max_per_thread("global_reads") <= most + 4, "4.3",
-          "every thread should load its share (grid-stride), not one thread all of it",
-          max_reads_by_one_thread=traffic.max_per_thread("global_reads"), fair_share=most)
+    check(
+        traffic.max_per_thread("global_reads") <= most + 4,
+        "4.3",
+        "every thread should load its share (grid-stride), not one thread all of it",
+        max_reads_by_one_thread=traffic.max_per_thread("global_reads"),
+        fair_share=most,
+    )
 
 
 @graded("4.4", points=1)
@@ -72,12 +95,20 @@ def test_reduce_axis_reads_once_and_uses_shared_memory():
     with count_traffic() as traffic:
         m = t.max(axis=1)
     assert_close(m.numpy(), x.max(axis=1), "4.4", shape=x.shape)
-    check(traffic.max_reads_per_element(t) == 1 and traffic.reads(t) == x.size, "4.4",
-          "each element should be read from global memory once",
-          reads=traffic.reads(t), size=x.size)
-    check(traffic.shared_writes >= 3 * cb.REDUCE_THREADS and traffic.shared_reads > 0, "4.4",
-          "the block should combine its threads' values in shared memory",
-          shared_reads=traffic.shared_reads, shared_writes=traffic.shared_writes)
+    check(
+        traffic.max_reads_per_element(t) == 1 and traffic.reads(t) == x.size,
+        "4.4",
+        "each element should be read from global memory once",
+        reads=traffic.reads(t),
+        size=x.size,
+    )
+    check(
+        traffic.shared_writes >= 3 * cb.REDUCE_THREADS and traffic.shared_reads > 0,
+        "4.4",
+        "the block should combine its threads' values in shared memory",
+        shared_reads=traffic.shared_reads,
+        shared_writes=traffic.shared_writes,
+    )
     check(traffic.writes(m) == 3, "4.4", "one write per output element", writes=traffic.writes(m))
 
 
@@ -92,14 +123,32 @@ def test_matmul_reads_each_element_n_over_tile_times():
     assert_close(c.numpy(), a @ b, "4.5", n=n)
     most = n // tile
     for name, t in (("a", ta), ("b", tb)):
-        check(traffic.max_reads_per_element(t) <= most, "4.5",
-              f"each element of {name} should be read about n / TILE times (tiles in shared memory)",
-              n=n, tile=tile, max_reads_per_element=traffic.max_reads_per_element(t), limit=most)
-        check(traffic.reads(t) <= n * n * most, "4.5", f"too many global reads of {name}",
-              reads=traffic.reads(t), limit=n * n * most)
-    check(traffic.shared_reads >= 2 * n**3, "4.5",
-          "the products should read their operands from the shared tiles",
-          shared_reads=traffic.shared_reads, expected_at_least=2 * n**3)
-    check(traffic.writes(c) == n * n, "4.5", "each output element should be written once",
-          writes=traffic.writes(c))
-
+        check(
+            traffic.max_reads_per_element(t) <= most,
+            "4.5",
+            f"each element of {name} should be read about n / TILE times (tiles in shared memory)",
+            n=n,
+            tile=tile,
+            max_reads_per_element=traffic.max_reads_per_element(t),
+            limit=most,
+        )
+        check(
+            traffic.reads(t) <= n * n * most,
+            "4.5",
+            f"too many global reads of {name}",
+            reads=traffic.reads(t),
+            limit=n * n * most,
+        )
+    check(
+        traffic.shared_reads >= 2 * n**3,
+        "4.5",
+        "the products should read their operands from the shared tiles",
+        shared_reads=traffic.shared_reads,
+        expected_at_least=2 * n**3,
+    )
+    check(
+        traffic.writes(c) == n * n,
+        "4.5",
+        "each output element should be written once",
+        writes=traffic.writes(c),
+    )

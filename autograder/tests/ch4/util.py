@@ -29,7 +29,7 @@ def arrays(draw, min_dims=1, max_dims=3, shape=None, dtype=np.float64, positive=
 
 @st.composite
 def layouts(draw, array):
-    """``array`` on the cuda device as a strided view: as is, transposed or sliced (the same values)."""
+    """``array`` on the cuda device as a strided view: as is, transposed or sliced."""
     kind = draw(st.sampled_from(["contiguous", "transposed", "sliced"]))
     if kind == "transposed" and array.ndim >= 2:
         t = minitorch.tensor(np.ascontiguousarray(array.T)).to("cuda").T

@@ -50,8 +50,9 @@ def run_program(steps, *xs):
             if name == "where_gt":
                 out = minitorch.where(a > b, a, b * 0.5)
             else:
-                out = getattr(a, {"add": "__add__", "sub": "__sub__", "mul": "__mul__"}.get(
-                    name, name))(b)
+                out = getattr(
+                    a, {"add": "__add__", "sub": "__sub__", "mul": "__mul__"}.get(name, name)
+                )(b)
         elif kind == "reduce":
             # keepdims keeps every value broadcastable against the program's shape
             out = getattr(a, name)(axis=j, keepdims=True)

@@ -23,14 +23,18 @@ def test_record_op_appends_one_node():
     x = t.input(Spec((2, 3), F32), "x")
     y = record_op(t, get_op("sum"), (x,), {"axis": -1})
     check(isinstance(y, minitorch.Proxy), "5.1", "record_op must return a Proxy", got=type(y))
-    check(y.shape == (2,) and y.dtype == F32, "5.1", "wrong spec for x.sum(axis=-1)",
-          got=str(y.spec))
+    check(
+        y.shape == (2,) and y.dtype == F32, "5.1", "wrong spec for x.sum(axis=-1)", got=str(y.spec)
+    )
     node = y.node
-    check(t.graph.op_names() == ["sum"], "5.1", "expected one 'sum' node",
-          ops=t.graph.op_names())
+    check(t.graph.op_names() == ["sum"], "5.1", "expected one 'sum' node", ops=t.graph.op_names())
     check(node.inputs == [x.node], "5.1", "the node's input must be x's node")
-    check(node.attrs == {"axis": (1,), "keepdims": False}, "5.1",
-          "attributes must be bound and normalised with op.bind", attrs=node.attrs)
+    check(
+        node.attrs == {"axis": (1,), "keepdims": False},
+        "5.1",
+        "attributes must be bound and normalised with op.bind",
+        attrs=node.attrs,
+    )
     check(node in x.node.users, "5.1", "add the node with graph.add_node (it sets users)")
 
 
@@ -43,14 +47,30 @@ def test_tracing_records_without_computing():
 
     x, w = minitorch.randn(2, 3), minitorch.randn(3, 4)
     g = f.trace(x, w)
-    check(g.op_names() == ["matmul", "relu", "mul", "sum"], "5.1", "wrong op sequence",
-          ops=g.op_names())
-    check([str(o.spec) for o in g.outputs] == ["float32[4]", "float32[2,4]"], "5.1",
-          "wrong output specs", got=[str(o.spec) for o in g.outputs])
-    check(len(g.constants) == 1 and g.constants[0].value.item() == 2.0, "5.1",
-          "the Python scalar 2.0 must become one const node", consts=len(g.constants))
-    check(all(n.where.startswith("test_tracer.py:") for n in g.ops), "5.1",
-          "nodes must carry the user's source location", where=[n.where for n in g.ops])
+    check(
+        g.op_names() == ["matmul", "relu", "mul", "sum"],
+        "5.1",
+        "wrong op sequence",
+        ops=g.op_names(),
+    )
+    check(
+        [str(o.spec) for o in g.outputs] == ["float32[4]", "float32[2,4]"],
+        "5.1",
+        "wrong output specs",
+        got=[str(o.spec) for o in g.outputs],
+    )
+    check(
+        len(g.constants) == 1 and g.constants[0].value.item() == 2.0,
+        "5.1",
+        "the Python scalar 2.0 must become one const node",
+        consts=len(g.constants),
+    )
+    check(
+        all(n.where.startswith("test_tracer.py:") for n in g.ops),
+        "5.1",
+        "nodes must carry the user's source location",
+        where=[n.where for n in g.ops],
+    )
     # shape errors surface at trace time, from the registry's infer, naming the op
     with pytest.raises(OpError, match="matmul"):
         f.trace(x, minitorch.randn(4, 4))
@@ -72,8 +92,12 @@ def test_traced_programs_equal_eager(program):
     again = f(*ys)
     for g, e in zip(again, run_program(steps, *ys)):
         assert_close(g.numpy(), e.numpy(), "5.1", rtol=1e-5, atol=1e-6, steps=steps)
-    check(f.trace_count == 1, "5.1", "the second call must reuse the cached graph",
-          traces=f.trace_count)
+    check(
+        f.trace_count == 1,
+        "5.1",
+        "the second call must reuse the cached graph",
+        traces=f.trace_count,
+    )
 
 
 shapes = st.lists(st.integers(1, 4), min_size=0, max_size=4).map(tuple)
@@ -95,8 +119,15 @@ def test_infer_matmul_matches_registry(sa, sb, da, db, compatible):
     a, b = Spec(sa, np.dtype(da)), Spec(sb, np.dtype(db))
     expected = _outcome(get_op("matmul").infer, a, b)
     got = _outcome(infer_matmul, a, b)
-    check(got == expected, "5.2", "infer_matmul disagrees with the registry",
-          a=str(a), b=str(b), got=got, expected=expected)
+    check(
+        got == expected,
+        "5.2",
+        "infer_matmul disagrees with the registry",
+        a=str(a),
+        b=str(b),
+        got=got,
+        expected=expected,
+    )
 
 
 @graded("5.2", points=1)
@@ -109,8 +140,9 @@ def test_infer_matmul_examples():
         infer_matmul(Spec((2, 2, 3), F32), Spec((3, 3, 4), F32))
 
 
-axes = st.one_of(st.none(), st.integers(-5, 4),
-                 st.lists(st.integers(-4, 3), min_size=1, max_size=3).map(tuple))
+axes = st.one_of(
+    st.none(), st.integers(-5, 4), st.lists(st.integers(-4, 3), min_size=1, max_size=3).map(tuple)
+)
 
 
 @graded("5.3", points=3)
@@ -126,8 +158,16 @@ def test_infer_reduce_matches_registry(shape, dtype, axis, keepdims):
     got = _outcome(infer_reduce, a, axis, keepdims)
     if shape == () and axis in (0, -1):
         return  # numpy-style 0-d leniency in the registry; not part of the exercise
-    check(got == expected, "5.3", "infer_reduce disagrees with the registry",
-          a=str(a), axis=axis, keepdims=keepdims, got=got, expected=expected)
+    check(
+        got == expected,
+        "5.3",
+        "infer_reduce disagrees with the registry",
+        a=str(a),
+        axis=axis,
+        keepdims=keepdims,
+        got=got,
+        expected=expected,
+    )
 
 
 @graded("5.3", points=1)

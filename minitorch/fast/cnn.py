@@ -1,0 +1,111 @@
+"""A small convolutional network for the 8x8 digits, built on the chapter-3 ops.
+
+``Conv2d`` and the pools are thin modules over the registered ops
+``conv2d``, ``max_pool2d`` and ``avg_pool2d``; their gradients come from the
+ops' backward rules (``minitorch/core/conv_ops.py``), so the chapter-2
+autograd engine trains the network without knowing what a convolution is.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..core import dtypes as dt
+from ..core.creation import arange
+from ..core.errors import OpError
+from ..core.registry import dispatch
+from ..core.tensor import Tensor, no_grad
+from ..nn.data import DataLoader, load_digits
+from ..nn.module import Linear, Module, Parameter
+from ..nn.optim import Adam
+
+
+class Conv2d(Module):
+    """``conv2d(x, weight) + bias`` with ``weight`` of shape (out, in, k, k), seeded uniform init."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
+                 padding: int = 0, seed: int = 0, dtype=dt.float32):
+        rng = np.random.default_rng(seed)
+        bound = 1 / math.sqrt(in_channels * kernel_size * kernel_size)
+        shape = (out_channels, in_channels, kernel_size, kernel_size)
+        self.weight = Parameter(rng.uniform(-bound, bound, shape), dtype=dtype)
+        self.bias = Parameter(rng.uniform(-bound, bound, (1, out_channels, 1, 1)), dtype=dtype)
+        self.stride, self.padding = stride, padding
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = dispatch("conv2d", x, self.weight, stride=self.stride, padding=self.padding)
+        return y + self.bias
+
+
+class MaxPool2d(Module):
+    def __init__(self, kernel_size: int = 2, stride: int | None = None):
+        self.kernel_size, self.stride = kernel_size, stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dispatch("max_pool2d", x, kernel_size=self.kernel_size, stride=self.stride)
+
+
+class AvgPool2d(MaxPool2d):
+    def forward(self, x: Tensor) -> Tensor:
+        return dispatch("avg_pool2d", x, kernel_size=self.kernel_size, stride=self.stride)
+
+
+class DigitsCNN(Module):
+    """(N, 1, 8, 8) -> conv 3x3 (8) -> relu -> max pool -> conv 3x3 (16) -> relu -> avg pool -> linear."""
+
+    def __init__(self, seed: int = 0):
+        self.conv1 = Conv2d(1, 8, 3, padding=1, seed=seed)
+        self.pool1 = MaxPool2d(2)
+        self.conv2 = Conv2d(8, 16, 3, padding=1, seed=seed + 1)
+        self.pool2 = AvgPool2d(2)
+        self.fc = Linear(64, 10, seed=seed + 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim == 2:
+            x = x.reshape(x.shape[0], 1, 8, 8)
+        x = self.pool1(self.conv1(x).relu())
+        x = self.pool2(self.conv2(x).relu())
+        return self.fc(x.reshape(x.shape[0], 64))
+
+
+def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean of ``logsumexp(logits) - logits[target]`` (the stable form, via the logsumexp op)."""
+    if logits.ndim != 2 or targets.shape != logits.shape[:1]:
+        raise OpError("cross_entropy", f"logits {logits.shape} and targets {targets.shape} do not "
+                      "match", hint="logits (N, C) and int targets (N,)")
+    n, c = logits.shape
+    onehot = (targets.reshape(n, 1) == arange(c).reshape(1, c)).astype(logits.dtype)
+    picked = (logits * onehot).sum(axis=1)
+    return (dispatch("logsumexp", logits, axis=1) - picked).mean()
+
+
+def accuracy(model: Module, x: np.ndarray, y: np.ndarray) -> float:
+    with no_grad():
+        pred = model(Tensor(x, dtype=dt.float32)).argmax(axis=-1).numpy()
+    return float((pred == y).mean())
+
+
+def train_digits_cnn(epochs: int = 8, lr: float = 0.01, batch_size: int = 64, seed: int = 0):
+    """Train :class:`DigitsCNN` with Adam on the current backend; return ``(model, history)``."""
+    x_train, y_train, x_test, y_test = load_digits(seed=seed)
+    model = DigitsCNN(seed=seed)
+    loader = DataLoader(x_train, y_train, batch_size=batch_size, seed=seed)
+    optimizer = Adam(model, lr=lr)
+    history = {"epoch": [], "loss": [], "test_acc": [], "seconds": []}
+    start = time.perf_counter()
+    for epoch in range(epochs):
+        losses = []
+        for x, y in loader:
+            loss = cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        history["epoch"].append(epoch + 1)
+        history["loss"].append(float(np.mean(losses)))
+        history["test_acc"].append(accuracy(model, x_test, y_test))
+        history["seconds"].append(time.perf_counter() - start)
+    return model, history

@@ -1,0 +1,117 @@
+"""Chapter 4 framework: the cuda device plumbing, the simulator switch and the traffic counter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minitorch
+from minitorch.cuda import backend as cb
+from minitorch.cuda.baselines import naive_matmul, tiled_matmul
+from minitorch.cuda.traffic import count_traffic
+
+
+def on_device(x):
+    return minitorch.tensor(x).to("cuda")
+
+
+def test_round_trip_views_and_repr():
+    x = np.arange(6.0).reshape(2, 3)
+    t = on_device(x)
+    assert t.device == "cuda" and "device='cuda'" in repr(t)
+    np.testing.assert_array_equal(t.to("cpu").numpy(), x)
+    np.testing.assert_array_equal(t.T.numpy(), x.T)  # a view: metadata only
+    assert t.T._data.storage is t._data.storage
+    r = t.T.reshape(6)  # not a view: Backend.copy makes a contiguous device copy
+    assert r._data.storage is not t._data.storage and r.is_contiguous()
+    np.testing.assert_array_equal(r.numpy(), x.T.reshape(6))
+    np.testing.assert_array_equal(t[1, ::2].numpy(), x[1, ::2])
+    minitorch.synchronize()
+
+
+def test_dtypes_scalars_and_empty():
+    t = on_device(np.array([[1, 2], [3, 4]]))
+    assert t.dtype == np.int64
+    np.testing.assert_array_equal((t * 2).numpy(), [[2, 4], [6, 8]])
+    np.testing.assert_allclose(t.mean(axis=0).numpy(), [2.0, 3.0])
+    assert t.mean().dtype == np.float32
+    np.testing.assert_array_equal((t > 2).numpy(), [[False, False], [True, True]])
+    np.testing.assert_array_equal((t > 2).sum().numpy(), 2)
+    e = on_device(np.zeros((0, 3)))
+    assert e.sum().item() == 0.0 and e.sum(axis=0).shape == (3,)
+    np.testing.assert_array_equal(e.exp().numpy(), np.zeros((0, 3)))
+
+
+def test_matmul_batched_broadcast_needs_copy():
+    # (2, 1, n, k) @ (3, k, m) with a transposed batch layout: batch dims that do not merge.
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 2, 4, 5)).transpose(1, 0, 2, 3)  # (2, 3, 4, 5), non-mergeable
+    b = rng.standard_normal((5, 2))
+    ta = on_device(np.ascontiguousarray(a.transpose(1, 0, 2, 3))).permute(1, 0, 2, 3)
+    np.testing.assert_allclose((ta @ on_device(b)).numpy(), a @ b, rtol=1e-9)
+
+
+def test_missing_kernel_is_a_clear_op_error():
+    t = on_device(np.arange(6.0).reshape(2, 3))
+    with pytest.raises(minitorch.OpError, match="argmax.*cuda"):
+        minitorch.dispatch("argmax", t, axis=0)
+
+
+def test_different_devices_are_rejected():
+    with pytest.raises(minitorch.OpError, match="different devices"):
+        on_device(np.ones(3)) + minitorch.tensor(np.ones(3))
+
+
+def test_traffic_counter_on_naive_and_tiled_matmul():
+    n = 2 * cb.TILE
+    a = minitorch.randn(n, n).to("cuda")
+    with count_traffic() as naive:
+        c1 = naive_matmul(a, a)
+    assert naive.max_reads_per_element(a) == 2 * n  # row and column of every output
+    assert naive.shared_reads == naive.shared_writes == 0
+    with count_traffic() as tiled:
+        c2 = tiled_matmul(a, a)
+    assert tiled.max_reads_per_element(a) == 2 * n // cb.TILE
+    assert tiled.shared_writes == 2 * n * n * (n // cb.TILE)
+    np.testing.assert_allclose(c1.numpy(), c2.numpy(), rtol=1e-5)
+    assert tiled.threads == n * n and tiled.summary()["global_writes"] >= n * n
+
+
+def test_counter_refuses_nesting():
+    with count_traffic():
+        with pytest.raises(RuntimeError, match="nested"):
+            with count_traffic():
+                pass
+
+
+def _run(code: str, **env) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
+
+
+@pytest.mark.skipif(cb.gpu_present(), reason="a GPU is present: the simulator is not chosen")
+def test_simulator_is_chosen_without_a_gpu_even_after_numba():
+    r = _run(
+        "import numba, minitorch, numpy as np\n"
+        "x = minitorch.tensor([1.0, 2.0]).to('cuda')\n"
+        "from numba.core import config; print(config.ENABLE_CUDASIM, (x + x).tolist())"
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "1"
+
+
+@pytest.mark.skipif(cb.gpu_present(), reason="a GPU is present")
+def test_clear_error_when_numba_cuda_was_loaded_without_the_simulator():
+    r = _run("from numba import cuda\nimport minitorch\nminitorch.tensor([1.0]).to('cuda')")
+    assert r.returncode != 0 and "NUMBA_ENABLE_CUDASIM=1" in r.stderr
