@@ -23,9 +23,11 @@ help:
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "Setting up $(VENV) from requirements.txt (first run only, a few minutes)..."
-	@$(PY) -m pip install --quiet --upgrade pip
-	@$(PY) -m pip install --quiet -r requirements.txt
-	@$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@mkdir -p build
+	@( $(PY) -m pip install --upgrade pip && \
+	   $(PY) -m pip install -r requirements.txt && \
+	   $(PY) -m pip install --no-deps --no-build-isolation -e . ) > build/pip.log 2>&1 \
+	   || { tail -30 build/pip.log; echo "pip failed: see build/pip.log"; exit 1; }
 	@rm -f $(VENV)/.installed-* && touch $@
 
 grade: $(STAMP)

@@ -3,7 +3,8 @@
 It puts each graded test's exercise in focus (isolated mode), collects the
 benchmark figures, and writes one JSON line per event to the file named by
 ``AUTOGRADER_EVENTS`` (never to stdout, so learner output cannot mix in).
-Without that variable it only sets the focus, so plain ``pytest`` works too.
+``autograder/tests/conftest.py`` loads it, so plain ``pytest`` on a test file
+works too (without that variable it only sets the focus).
 """
 
 from __future__ import annotations
@@ -18,6 +19,15 @@ import pytest
 from minitorch import exercises
 
 from .harness import band_fraction
+
+__all__ = [
+    "Figures",
+    "pytest_configure",
+    "pytest_runtest_logstart",
+    "pytest_runtest_makereport",
+    "report",
+    "_focus_on_exercise",
+]
 
 _events_path = os.environ.get("AUTOGRADER_EVENTS")
 _ROOT = Path(__file__).resolve().parent.parent

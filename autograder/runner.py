@@ -152,7 +152,7 @@ def _run_child(
     progress,
 ) -> bool:
     cmd = [
-        sys.executable, "-m", "pytest", "-p", "autograder.plugin", "-p", "no:cacheprovider",
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
         "-q", "--no-header", "-rN", "--continue-on-collection-errors",
         "-o", "python_files=test_*.py bench_*.py", "-o", "python_functions=test_* bench_*",
         "-o", "addopts=", "--rootdir", str(ROOT), *remaining,

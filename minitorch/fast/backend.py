@@ -11,16 +11,24 @@ tensors in the same host memory, so falling back costs nothing.
 
 from __future__ import annotations
 
-import numpy as np
+import contextlib
+import os
 
-from ..backends.base import Backend, register_backend
-from ..backends.numpy_backend import NumpyBackend
-from ..core.registry import OpDef, OpKind, get_op, register_kernel
-from ..tensor.data import TensorData
-from . import compile as jit
-from . import kernels  # noqa: F401  (registers exercises 3.1-3.9)
-from .indexing import as_index_array
-from .scalars import scalar_for
+# Threads that finish a parallel loop sleep instead of spinning: with active
+# spinning, two threads on two busy cores take milliseconds to meet again.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..backends.base import Backend, register_backend  # noqa: E402
+from ..backends.numpy_backend import NumpyBackend  # noqa: E402
+from ..core.registry import OpDef, OpKind, get_op, register_kernel  # noqa: E402
+from ..tensor.data import TensorData  # noqa: E402
+from . import compile as jit  # noqa: E402
+from . import kernels  # noqa: F401, E402  (registers exercises 3.1-3.9)
+from .indexing import as_index_array  # noqa: E402
+from .scalars import scalar_for  # noqa: E402
 
 _numpy = NumpyBackend()
 
@@ -32,6 +40,23 @@ def _np_kernel(name: str):
 def _args(x: TensorData):
     """(storage from the first element, shape, strides) as a kernel receives them."""
     return x.storage[x.offset :], as_index_array(x.shape), as_index_array(x.strides)
+
+
+SMALL = 1 << 15  # below this many elements one thread beats waking a second one
+
+
+@contextlib.contextmanager
+def threads_for(size: int):
+    """Run small kernels on one thread (the parallel launch costs more than it saves)."""
+    n = numba.get_num_threads()
+    if size >= SMALL or n == 1:
+        yield
+        return
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(n)
 
 
 def _floats(out, *inputs) -> bool:
@@ -67,7 +92,8 @@ def _map_kernel(name, scalar, fallback):
         if not _floats(out, a):
             return fallback(a, out=out)
         result = TensorData.empty(out.shape, out.dtype)
-        jit.elementwise("3.1", name, scalar)(*_args(result), *_args(a))
+        with threads_for(out.size):
+            jit.elementwise("3.1", name, scalar)(*_args(result), *_args(a))
         return result
 
     return kernel
@@ -78,7 +104,8 @@ def _zip_kernel(name, scalar, fallback):
         if not _floats(out, a, b):
             return fallback(a, b, out=out)
         result = TensorData.empty(out.shape, out.dtype)
-        jit.elementwise("3.2", name, scalar)(*_args(result), *_args(a), *_args(b))
+        with threads_for(out.size):
+            jit.elementwise("3.2", name, scalar)(*_args(result), *_args(a), *_args(b))
         return result
 
     return kernel
@@ -95,14 +122,20 @@ def _reduce_kernel(name, scalar, fallback):
         if len(axis) == a.ndim and a.is_contiguous() and a.ndim != 1:
             a = TensorData(a.storage, (a.size,), (1,), a.offset)  # fold everything in one pass
             axis = (0,)
-        for ax in axis:  # one axis at a time, keeping dims
-            shape = tuple(1 if d == ax else n for d, n in enumerate(a.shape))
-            result = TensorData.empty(shape, out.dtype)
-            jit.elementwise("3.3", name, scalar)(start, *_args(result), *_args(a), ax)
-            a = result
+        with threads_for(a.size):
+            a = _fold(name, scalar, start, a, axis, out.dtype)
         return TensorData.contiguous(a.storage, out.shape)
 
     return kernel
+
+
+def _fold(name, scalar, start, a, axis, dtype):
+    for ax in axis:  # one axis at a time, keeping dims
+        shape = tuple(1 if d == ax else n for d, n in enumerate(a.shape))
+        result = TensorData.empty(shape, dtype)
+        jit.elementwise("3.3", name, scalar)(start, *_args(result), *_args(a), ax)
+        a = result
+    return a
 
 
 register_backend(NumbaBackend())
@@ -128,7 +161,8 @@ def matmul(a, b, out):
     a3 = _batched(a.as_numpy_view(), batch, n, k)
     b3 = _batched(b.as_numpy_view(), batch, k, m)
     result = np.empty((int(np.prod(batch, dtype=np.int64)), n, m), dtype=out.dtype)
-    jit.compiled("3.4", fastmath=True)(result, a3, b3)
+    with threads_for(result.size * k):
+        jit.compiled("3.4", fastmath=True)(result, a3, b3)
     return TensorData.contiguous(result.reshape(-1), out.shape)
 
 
@@ -141,7 +175,8 @@ def conv2d(x, w, out, stride, padding):
     if not _floats(out, x, w):
         return _np_kernel("conv2d")(x, w, out=out, stride=stride, padding=padding)
     result = np.empty(out.shape, dtype=out.dtype)
-    jit.compiled("3.5", fastmath=True)(result, _c(x), _c(w), stride, padding)
+    with threads_for(result.size * w.size // w.shape[0]):
+        jit.compiled("3.5", fastmath=True)(result, _c(x), _c(w), stride, padding)
     return TensorData.contiguous(result.reshape(-1), out.shape)
 
 
@@ -150,7 +185,8 @@ def _pool(ex_id: str, op: str):
         if not _floats(out, x):
             return _np_kernel(op)(x, out=out, kernel_size=kernel_size, stride=stride)
         result = np.empty(out.shape, dtype=out.dtype)
-        jit.compiled(ex_id)(result, _c(x), *kernel_size, *stride)
+        with threads_for(x.size):
+            jit.compiled(ex_id)(result, _c(x), *kernel_size, *stride)
         return TensorData.contiguous(result.reshape(-1), out.shape)
 
     return kernel
@@ -172,7 +208,8 @@ def softmax(x, out, axis):
         return _np_kernel("softmax")(x, out=out, axis=axis)
     rows = _rows(x, axis)
     result = np.empty_like(rows)
-    jit.compiled("3.8")(result, rows)
+    with threads_for(rows.size):
+        jit.compiled("3.8")(result, rows)
     moved = np.moveaxis(x.as_numpy_view(), axis, -1).shape
     back = np.moveaxis(result.reshape(moved), -1, axis)
     return TensorData.from_numpy(back)
@@ -184,5 +221,6 @@ def logsumexp(x, out, axis, keepdims):
         return _np_kernel("logsumexp")(x, out=out, axis=axis, keepdims=keepdims)
     rows = _rows(x, axis)
     result = np.empty(rows.shape[0], dtype=out.dtype)
-    jit.compiled("3.9")(result, rows)
+    with threads_for(rows.size):
+        jit.compiled("3.9")(result, rows)
     return TensorData.contiguous(result, out.shape)

@@ -88,7 +88,7 @@ def accuracy(model: Module, x: np.ndarray, y: np.ndarray) -> float:
     return float((pred == y).mean())
 
 
-def train_digits_cnn(epochs: int = 8, lr: float = 0.01, batch_size: int = 64, seed: int = 0):
+def train_digits_cnn(epochs: int = 12, lr: float = 0.02, batch_size: int = 32, seed: int = 0):
     """Train :class:`DigitsCNN` with Adam on the current backend; return ``(model, history)``."""
     x_train, y_train, x_test, y_test = load_digits(seed=seed)
     model = DigitsCNN(seed=seed)

@@ -16,6 +16,7 @@ import logging
 import os
 import tempfile
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 from ..core.errors import OpError  # noqa: F401  (the error the exercises raise)
@@ -273,18 +274,32 @@ class JitFunction:
         return f"<jit {self.name}: {len(self.cache)} cached signature(s)>"
 
 
+# One JitFunction per (function, options), so that ``minitorch.jit(step)(x)`` inside
+# an eager loop traces once instead of on every iteration.
+_JITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def jit(fn=None, *, fullgraph: bool = False, debug: bool = False, cache_limit: int = 8):
     """Trace ``fn`` into a graph on first call per signature; run the cached graph afterwards.
 
     ``@minitorch.jit``, ``@minitorch.jit(fullgraph=True)`` and ``minitorch.jit(fn)(x)``
-    all work. ``debug=True`` (or ``MINITORCH_DUMP_GRAPH=<dir>``) writes every graph
-    as text and DOT.
+    all work; calling ``minitorch.jit`` again on the same function with the same
+    options returns the same cached object. ``debug=True`` (or
+    ``MINITORCH_DUMP_GRAPH=<dir>``) writes every graph as text and DOT.
     """
     if fn is None:
-        return lambda f: JitFunction(f, fullgraph, debug, cache_limit)
+        return lambda f: jit(f, fullgraph=fullgraph, debug=debug, cache_limit=cache_limit)
     if isinstance(fn, JitFunction):
         fn = fn.fn
-    return JitFunction(fn, fullgraph, debug, cache_limit)
+    options = (fullgraph, debug, cache_limit)
+    try:
+        per_fn = _JITS.setdefault(fn, {})
+    except TypeError:  # not weak-referenceable (a builtin): no sharing
+        return JitFunction(fn, *options)
+    jf = per_fn.get(options)
+    if jf is None:
+        jf = per_fn[options] = JitFunction(fn, *options)
+    return jf
 
 
 @dataclass

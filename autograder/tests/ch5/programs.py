@@ -6,9 +6,12 @@ import numpy as np
 from hypothesis import strategies as st
 
 import minitorch
+from minitorch.core import ops
 
-UNARY = ["neg", "abs", "tanh", "sigmoid", "relu", "exp_tanh"]
-BINARY = ["add", "sub", "mul", "maximum", "minimum", "where_gt"]
+# The registry's built-in elementwise and broadcast ops (comparisons feed where)
+UNARY = sorted(ops.UNARY) + ["exp_tanh"]
+BINARY = sorted(n for n, (_, _, rule) in ops.BINARY.items() if rule != "bool")
+BINARY += sorted(f"where_{n}" for n, (_, _, rule) in ops.BINARY.items() if rule == "bool")
 REDUCE = ["sum", "mean", "max"]
 
 
@@ -47,12 +50,10 @@ def run_program(steps, *xs):
             out = a.tanh().exp() if name == "exp_tanh" else minitorch.dispatch(name, a)
         elif kind == "binary":
             b = vals[j]
-            if name == "where_gt":
-                out = minitorch.where(a > b, a, b * 0.5)
+            if name.startswith("where_"):
+                out = minitorch.where(minitorch.dispatch(name[6:], a, b), a, b * 0.5)
             else:
-                out = getattr(
-                    a, {"add": "__add__", "sub": "__sub__", "mul": "__mul__"}.get(name, name)
-                )(b)
+                out = minitorch.dispatch(name, a, b)
         elif kind == "reduce":
             # keepdims keeps every value broadcastable against the program's shape
             out = getattr(a, name)(axis=j, keepdims=True)

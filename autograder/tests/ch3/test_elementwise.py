@@ -1,0 +1,120 @@
+"""Graded: parallel map (3.1), zip (3.2) and reduce (3.3) on the numba backend."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minitorch
+from autograder.harness import assert_close, check, graded
+
+from .util import data, numba_backend, run, view  # noqa: F401  (numba_backend: autouse)
+
+shapes = st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple)
+views = st.sampled_from(["contiguous", "transposed", "sliced"])
+seeds = st.integers(0, 2**16)
+
+UNARY = {"neg": np.negative, "exp": np.exp, "relu": lambda x: np.maximum(x, 0)}
+BINARY = {"add": np.add, "mul": np.multiply, "maximum": np.maximum}
+
+# ---------------------------------------------------------------- 3.1
+
+
+@graded("3.1", points=3)
+@given(shape=shapes, how=views, op=st.sampled_from(sorted(UNARY)), seed=seeds)
+def test_map_matches_numpy_on_views(shape, how, op, seed):
+    x = data(shape, seed)
+    got = run(op, view(x, how))
+    assert_close(got, UNARY[op](x), "3.1", rtol=1e-5, atol=1e-6, op=op, x=x, view=how)
+
+
+@graded("3.1", points=2)
+@settings(max_examples=10)
+@given(small=st.lists(st.integers(1, 4), min_size=1, max_size=2).map(tuple), lead=st.integers(1, 3),
+       seed=seeds)
+def test_map_broadcasts_into_out(small, lead, seed):
+    x = data(small, seed)
+    big = (lead,) + small
+    got = run("neg", minitorch.tensor(x).expand(*big))
+    assert_close(got, -np.broadcast_to(x, big), "3.1", x=x, out_shape=big)
+
+
+@graded("3.1", points=1)
+def test_map_large_contiguous_fast_path():
+    x = data((300_000,), 1)
+    assert_close(run("exp", minitorch.tensor(x)), np.exp(x), "3.1", rtol=1e-5, x=x[:8])
+
+
+# ---------------------------------------------------------------- 3.2
+
+
+def _broadcast_pair(draw_shape, pattern):
+    a, b = list(draw_shape), list(draw_shape)
+    for d, p in enumerate(pattern[: len(a)]):
+        if p == 1:
+            a[d] = 1
+        elif p == 2:
+            b[d] = 1
+    return tuple(a), tuple(b)
+
+
+@graded("3.2", points=3)
+@given(shape=shapes, pattern=st.lists(st.integers(0, 2), min_size=3, max_size=3),
+       drop=st.booleans(), op=st.sampled_from(sorted(BINARY)), seed=seeds)
+def test_zip_broadcasts_like_numpy(shape, pattern, drop, op, seed):
+    sa, sb = _broadcast_pair(shape, pattern)
+    if drop and len(sb) > 1:
+        sb = sb[1:]  # fewer dimensions: aligned from the right
+    x, y = data(sa, seed), data(sb, seed + 1)
+    got = run(op, minitorch.tensor(x), minitorch.tensor(y))
+    assert_close(got, BINARY[op](x, y), "3.2", op=op, a=x, b=y)
+
+
+@graded("3.2", points=2)
+@given(shape=shapes, how_a=views, how_b=views, op=st.sampled_from(sorted(BINARY)), seed=seeds)
+def test_zip_strided_views(shape, how_a, how_b, op, seed):
+    x, y = data(shape, seed), data(shape, seed + 7)
+    got = run(op, view(x, how_a), view(y, how_b))
+    assert_close(got, BINARY[op](x, y), "3.2", op=op, a=x, b=y, views=(how_a, how_b))
+
+
+@graded("3.2", points=1)
+def test_zip_large_contiguous_fast_path():
+    x, y = data((200_000,), 2), data((200_000,), 3)
+    assert_close(run("mul", minitorch.tensor(x), minitorch.tensor(y)), x * y, "3.2", a=x[:8])
+
+
+# ---------------------------------------------------------------- 3.3
+
+
+@graded("3.3", points=3)
+@given(shape=shapes, how=views, op=st.sampled_from(["sum", "max"]), axis_seed=seeds, seed=seeds)
+def test_reduce_matches_numpy(shape, how, op, axis_seed, seed):
+    x = data(shape, seed)
+    axis = axis_seed % (len(shape) + 1) - 1  # -1 .. ndim-1, and None below
+    axis = None if axis == len(shape) - 1 and axis_seed % 2 else axis
+    got = run(op, view(x, how), axis=axis, keepdims=False)
+    want = getattr(np, op)(x.astype(np.float64), axis=axis)
+    assert_close(got, want, "3.3", rtol=1e-4, atol=1e-5, op=op, x=x, axis=axis, view=how)
+
+
+@graded("3.3", points=2)
+@settings(max_examples=10)
+@given(rows=st.integers(1, 6), cols=st.integers(1, 9), seed=seeds)
+def test_reduce_strided_axis_and_keepdims(rows, cols, seed):
+    x = data((rows, cols), seed)
+    t = view(x, "transposed")  # axis 0 has stride 1, axis 1 does not
+    for axis in (0, 1):
+        got = run("sum", t, axis=axis, keepdims=True)
+        assert_close(got, x.sum(axis=axis, keepdims=True, dtype=np.float64), "3.3", rtol=1e-4,
+                     atol=1e-5, x=x, axis=axis)
+    got = run("max", t, axis=(0, 1), keepdims=False)
+    check(got.shape == () and got == x.max(), "3.3", "max over both axes", x=x, got=got)
+
+
+@graded("3.3", points=1)
+def test_reduce_large_rows():
+    x = data((64, 20_000), 4)
+    got = run("sum", minitorch.tensor(x), axis=1, keepdims=False)
+    assert_close(got, x.sum(axis=1, dtype=np.float64), "3.3", rtol=1e-4, atol=1e-2, x=x[:2, :5])
