@@ -29,7 +29,8 @@ __all__ = [
     "_focus_on_exercise",
 ]
 
-_events_path = os.environ.get("AUTOGRADER_EVENTS")
+# Taken out of the environment so code under test does not find it there.
+_events_path = os.environ.pop("AUTOGRADER_EVENTS", None)
 _ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -80,25 +81,30 @@ def pytest_runtest_logstart(nodeid, location) -> None:
     _emit(event="start", nodeid=nodeid)
 
 
-def _where(excinfo) -> str:
-    """The deepest frame in the framework or a solution, else the test itself."""
+def _where(excinfo, exercise: str) -> str:
+    """Where to look: the deepest frame in the framework, else the exercise's own function."""
     best = None
     for entry in traceback.extract_tb(excinfo.tb):
-        path = Path(entry.filename)
         try:
-            rel = path.resolve().relative_to(_ROOT)
+            rel = Path(entry.filename).resolve().relative_to(_ROOT)
         except ValueError:
             continue
-        if rel.parts and rel.parts[0] in ("minitorch", "solutions", "autograder"):
-            if best is None or rel.parts[0] != "autograder" or best[0].parts[0] == "autograder":
-                best = (rel, entry.lineno)
-    return f"{best[0]}:{best[1]}" if best else ""
+        if rel.parts and rel.parts[0] in ("minitorch", "solutions"):
+            best = f"{rel.as_posix()}:{entry.lineno}"
+    if best is None and exercise in exercises.REGISTRY:
+        code = exercises.REGISTRY[exercise].stub.__code__
+        try:
+            rel = Path(code.co_filename).resolve().relative_to(_ROOT).as_posix()
+            best = f"{rel}:{code.co_firstlineno}"
+        except ValueError:
+            pass
+    return best or ""
 
 
 def _message(excinfo) -> str:
     exc = excinfo.value
     if isinstance(exc, NotImplementedError):
-        return "not implemented yet (the stub raises NotImplementedError)"
+        return "not implemented yet"
     text = str(exc).strip() or type(exc).__name__
     if not isinstance(exc, AssertionError):
         text = f"{type(exc).__name__}: {text}"
@@ -140,7 +146,7 @@ def pytest_runtest_makereport(item, call):
             event.update(
                 outcome="failed",
                 message=_message(call.excinfo) if call.excinfo else str(rep.longrepr)[-500:],
-                where=_where(call.excinfo) if call.excinfo else "",
+                where=_where(call.excinfo, info["exercise"]) if call.excinfo else "",
             )
         event["figures"] = figures
         _emit(**event)

@@ -85,15 +85,15 @@ def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: 
             if r.status not in ("passed", "excluded") or r.score < r.item.points - 1e-9
         ]
         if bad:
-            console.print(
-                "  [bold]What went wrong[/] (one line each; `make grade EX=C.N` reruns one exercise):"
-            )
+            console.print("  [bold]What went wrong[/] (`make grade EX=C.N` reruns one exercise):")
+            # Tests of one exercise that fail the same way get one line.
+            lines: dict[tuple, list[Result]] = defaultdict(list)
             for r in bad:
-                colour = STYLE.get(r.status, "red")
-                console.print(
-                    f"  [{colour}]{r.item.exercise:>6} {r.item.name}[/]: {_one_line(r)}",
-                    highlight=False,
-                )
+                lines[(r.item.exercise, _one_line(r))].append(r)
+            for (ex, line), group in lines.items():
+                colour = STYLE.get(group[0].status, "red")
+                names = group[0].item.name if len(group) == 1 else f"{len(group)} tests"
+                console.print(f"  [{colour}]{ex:>6} {names}[/]: {line}", highlight=False)
         excluded = [r for r in rs if r.status == "excluded"]
         for r in excluded:
             console.print(

@@ -11,6 +11,13 @@ from .check import gradcheck, numerical_grad
 from .ops import pad_slice
 
 __all__ = [
-    "backpropagate", "backward", "grad", "gradcheck", "graph_size", "numerical_grad",
-    "pad_slice", "tape_bytes", "toposort",
+    "backpropagate",
+    "backward",
+    "grad",
+    "gradcheck",
+    "graph_size",
+    "numerical_grad",
+    "pad_slice",
+    "tape_bytes",
+    "toposort",
 ]

@@ -18,7 +18,7 @@ def numerical_grad(fn: Callable[..., Tensor], *inputs: np.ndarray, eps: float = 
     arrays = [np.array(x, dtype=np.float64) for x in inputs]
     grads = []
     with no_grad():
-        for i, x in enumerate(arrays):
+        for x in arrays:
             g = np.zeros_like(x)
             for idx in np.ndindex(x.shape):
                 old = x[idx]
@@ -49,5 +49,7 @@ def gradcheck(fn: Callable[..., Tensor], *inputs, eps: float = 1e-6, rtol=1e-4, 
     for i, (n, a) in enumerate(zip(num, ana)):
         a = np.zeros_like(n) if a is None else a
         if a.shape != n.shape or not np.allclose(a, n, rtol=rtol, atol=atol):
-            raise AssertionError(f"gradcheck: input {i}: backward gives\n{a}\nfinite differences give\n{n}")
+            raise AssertionError(
+                f"gradcheck: input {i}: backward gives\n{a}\nfinite differences give\n{n}"
+            )
     return True

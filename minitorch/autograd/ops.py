@@ -13,7 +13,15 @@ import numpy as np
 
 from ..core.errors import OpError
 from ..core.ops import _getitem_infer, _getitem_normalize
-from ..core.registry import REQUIRED, OpKind, Spec, dispatch, register_kernel, register_op, register_vjp
+from ..core.registry import (
+    REQUIRED,
+    OpKind,
+    Spec,
+    dispatch,
+    register_kernel,
+    register_op,
+    register_vjp,
+)
 from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
 from ..tensor.loops import tensor_map

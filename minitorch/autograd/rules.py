@@ -17,7 +17,6 @@ from ..core.creation import where
 from ..core.registry import register_vjp
 from ..core.tensor import Tensor
 from ..exercises import exercise
-from .ops import pad_slice
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "recip", "tanh", "sigmoid", "relu")
 BINARY_OPS = ("add", "sub", "mul", "div")
@@ -86,7 +85,9 @@ def binary_vjp(op: str, grad: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tupl
 
 
 @exercise("2.4")
-def reduce_vjp(op: str, grad: Tensor, out: Tensor, a: Tensor, axis: tuple, keepdims: bool) -> Tensor:
+def reduce_vjp(
+    op: str, grad: Tensor, out: Tensor, a: Tensor, axis: tuple, keepdims: bool
+) -> Tensor:
     """The gradient for ``a`` of ``out = a.op(axis=axis, keepdims=keepdims)``, ``op`` in ``sum, mean, max``.
 
     ``axis`` is already a sorted tuple of non-negative axes. First give

@@ -7,7 +7,22 @@ from .optim import SGD, Adam
 from .train import evaluate, fit, mlp, train_digits
 
 __all__ = [
-    "SGD", "Adam", "DataLoader", "Linear", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid",
-    "Tanh", "evaluate", "find_parameters", "fit", "functional", "load_digits", "mlp", "optim",
+    "SGD",
+    "Adam",
+    "DataLoader",
+    "Linear",
+    "Module",
+    "Parameter",
+    "ReLU",
+    "Sequential",
+    "Sigmoid",
+    "Tanh",
+    "evaluate",
+    "find_parameters",
+    "fit",
+    "functional",
+    "load_digits",
+    "mlp",
+    "optim",
     "train_digits",
 ]

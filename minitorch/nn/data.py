@@ -18,14 +18,27 @@ class DataLoader:
     runs see the same batches. ``drop_last`` drops a final short batch.
     """
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int = 32, shuffle: bool = True,
-                 seed: int = 0, drop_last: bool = False, dtype=dt.float32):
+    def __init__(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        batch_size: int = 32,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        dtype=dt.float32,
+    ):
         if len(x) != len(y):
             raise ValueError(f"DataLoader: x has {len(x)} rows but y has {len(y)}")
         if batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be at least 1, got {batch_size}")
         self.x, self.y = np.asarray(x), np.asarray(y)
-        self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
+        self.batch_size, self.shuffle, self.seed, self.drop_last = (
+            batch_size,
+            shuffle,
+            seed,
+            drop_last,
+        )
         self.dtype = dtype
         self.epoch = 0
 

@@ -135,13 +135,23 @@ class Linear(Module):
     ``seed``, so a model is the same on every run.
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, seed: int = 0,
-                 dtype=dt.float32):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        seed: int = 0,
+        dtype=dt.float32,
+    ):
         rng = np.random.default_rng(seed)
         bound = 1 / math.sqrt(in_features)
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(rng.uniform(-bound, bound, (in_features, out_features)), dtype=dtype)
-        self.bias = Parameter(rng.uniform(-bound, bound, (out_features,)), dtype=dtype) if bias else None
+        self.weight = Parameter(
+            rng.uniform(-bound, bound, (in_features, out_features)), dtype=dtype
+        )
+        self.bias = (
+            Parameter(rng.uniform(-bound, bound, (out_features,)), dtype=dtype) if bias else None
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1:] != (self.in_features,):

@@ -13,8 +13,14 @@ from ..exercises import exercise
 
 
 @exercise("2.12")
-def sgd_step(param: Tensor, grad: Tensor, velocity: Tensor | None, lr: float, momentum: float,
-             weight_decay: float) -> tuple[Tensor, Tensor | None]:
+def sgd_step(
+    param: Tensor,
+    grad: Tensor,
+    velocity: Tensor | None,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+) -> tuple[Tensor, Tensor | None]:
     """One SGD step with momentum: return ``(new_param, new_velocity)``.
 
     With ``weight_decay`` (L2), first ``grad = grad + weight_decay * param``.
@@ -35,8 +41,18 @@ def sgd_step(param: Tensor, grad: Tensor, velocity: Tensor | None, lr: float, mo
 
 
 @exercise("2.13")
-def adam_step(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, t: int, lr: float, beta1: float,
-              beta2: float, eps: float, weight_decay: float) -> tuple[Tensor, Tensor, Tensor]:
+def adam_step(
+    param: Tensor,
+    grad: Tensor,
+    m: Tensor,
+    v: Tensor,
+    t: int,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+) -> tuple[Tensor, Tensor, Tensor]:
     """One Adam step (Kingma & Ba, 2015): return ``(new_param, new_m, new_v)``.
 
     ``m`` and ``v`` are the running first and second moments (zeros before
@@ -127,7 +143,9 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float = 0.01, momentum: float = 0.0, weight_decay: float = 0.0):
         if lr <= 0 or not 0 <= momentum < 1:
-            raise ValueError(f"SGD: need lr > 0 and 0 <= momentum < 1, got lr={lr}, momentum={momentum}")
+            raise ValueError(
+                f"SGD: need lr > 0 and 0 <= momentum < 1, got lr={lr}, momentum={momentum}"
+            )
         super().__init__(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
 
     def update(self, p, grad, state):
@@ -141,8 +159,14 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """Adam with bias correction and optional L2 weight decay."""
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ):
         if lr <= 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"Adam: need lr > 0 and betas in [0, 1), got lr={lr}, betas={betas}")
         super().__init__(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
@@ -157,7 +181,14 @@ class Adam(Optimizer):
             state["t"] = 0
         state["t"] += 1
         new, state["m"], state["v"] = adam_step(
-            p, grad, state["m"], state["v"], state["t"], d["lr"], *d["betas"], d["eps"],
+            p,
+            grad,
+            state["m"],
+            state["v"],
+            state["t"],
+            d["lr"],
+            *d["betas"],
+            d["eps"],
             d["weight_decay"],
         )
         return new

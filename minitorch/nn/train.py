@@ -35,19 +35,32 @@ def evaluate(model: Module, x: np.ndarray, y: np.ndarray) -> tuple[float, float]
     return loss, acc
 
 
-def fit(model: Module, loader: DataLoader, optimizer, epochs: int, test=None,
-        show_progress: bool | None = None) -> dict:
+def fit(
+    model: Module,
+    loader: DataLoader,
+    optimizer,
+    epochs: int,
+    test=None,
+    show_progress: bool | None = None,
+) -> dict:
     """Train with cross-entropy; return a history of per-epoch losses and accuracies.
 
     ``test`` is an optional ``(x, y)`` pair evaluated after every epoch.
     """
-    history = {"epoch": [], "train_loss": [], "train_acc": [], "test_loss": [], "test_acc": [],
-               "seconds": []}
+    history = {
+        "epoch": [],
+        "train_loss": [],
+        "train_acc": [],
+        "test_loss": [],
+        "test_acc": [],
+        "seconds": [],
+    }
     start = time.perf_counter()
     for epoch in range(epochs):
         losses, correct, seen = [], 0, 0
-        for x, y in progress(loader, total=len(loader), desc=f"epoch {epoch + 1}",
-                             enabled=show_progress):
+        for x, y in progress(
+            loader, total=len(loader), desc=f"epoch {epoch + 1}", enabled=show_progress
+        ):
             logits = model(x)
             loss = F.cross_entropy(logits, y)
             optimizer.zero_grad()
@@ -67,13 +80,20 @@ def fit(model: Module, loader: DataLoader, optimizer, epochs: int, test=None,
     return history
 
 
-def train_digits(epochs: int = 12, hidden: int = 64, lr: float = 5e-3, batch_size: int = 32,
-                 seed: int = 0, show_progress: bool | None = None):
+def train_digits(
+    epochs: int = 12,
+    hidden: int = 64,
+    lr: float = 5e-3,
+    batch_size: int = 32,
+    seed: int = 0,
+    show_progress: bool | None = None,
+):
     """Train a 64-``hidden``-10 MLP with Adam on the 8x8 digits; return ``(model, history)``."""
     x_train, y_train, x_test, y_test = load_digits(seed=seed)
     model = mlp([64, hidden, 10], seed=seed)
     loader = DataLoader(x_train, y_train, batch_size=batch_size, seed=seed)
     optimizer = Adam(model, lr=lr)
-    history = fit(model, loader, optimizer, epochs, test=(x_test, y_test),
-                  show_progress=show_progress)
+    history = fit(
+        model, loader, optimizer, epochs, test=(x_test, y_test), show_progress=show_progress
+    )
     return model, history

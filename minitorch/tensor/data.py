@@ -35,8 +35,9 @@ class TensorData:
     @staticmethod
     def wrap(array: np.ndarray) -> TensorData:
         """Adopt a freshly computed array as contiguous storage (copies only if it must)."""
+        shape = tuple(np.shape(array))  # before: ascontiguousarray turns 0-d into (1,)
         array = np.ascontiguousarray(array)
-        return TensorData.contiguous(array.reshape(-1), tuple(array.shape))
+        return TensorData.contiguous(array.reshape(-1), shape)
 
     @staticmethod
     def empty(shape: Shape, dtype) -> TensorData:

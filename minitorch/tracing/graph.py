@@ -29,6 +29,8 @@ def user_location() -> str:
     while f is not None:
         name = f.f_code.co_filename
         if not name.startswith(_SKIP) and "<frozen" not in name and "contextlib" not in name:
+            if "ipykernel_" in name:  # a notebook cell's temporary file
+                return f"<cell>:{f.f_lineno}"
             return f"{os.path.basename(name)}:{f.f_lineno}"
         f = f.f_back
     return "?"

@@ -16,7 +16,6 @@ import logging
 import os
 import tempfile
 import warnings
-import weakref
 from dataclasses import dataclass, field
 
 from ..core.errors import OpError  # noqa: F401  (the error the exercises raise)
@@ -274,9 +273,9 @@ class JitFunction:
         return f"<jit {self.name}: {len(self.cache)} cached signature(s)>"
 
 
-# One JitFunction per (function, options), so that ``minitorch.jit(step)(x)`` inside
-# an eager loop traces once instead of on every iteration.
-_JITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# One JitFunction per (function, options), kept on the function itself (so it dies
+# with it), so that ``minitorch.jit(step)(x)`` inside an eager loop traces once.
+_ATTR = "__minitorch_jit__"
 
 
 def jit(fn=None, *, fullgraph: bool = False, debug: bool = False, cache_limit: int = 8):
@@ -292,10 +291,13 @@ def jit(fn=None, *, fullgraph: bool = False, debug: bool = False, cache_limit: i
     if isinstance(fn, JitFunction):
         fn = fn.fn
     options = (fullgraph, debug, cache_limit)
-    try:
-        per_fn = _JITS.setdefault(fn, {})
-    except TypeError:  # not weak-referenceable (a builtin): no sharing
-        return JitFunction(fn, *options)
+    per_fn = getattr(fn, "__dict__", {}).get(_ATTR)
+    if per_fn is None:
+        per_fn = {}
+        try:
+            setattr(fn, _ATTR, per_fn)
+        except (AttributeError, TypeError):  # a builtin or a bound method: no sharing
+            pass
     jf = per_fn.get(options)
     if jf is None:
         jf = per_fn[options] = JitFunction(fn, *options)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
+from minitorch.autograd.backprop import toposort as _toposort
 from minitorch.autograd.ops import pad_slice
 from minitorch.autograd.rules import unbroadcast as _unbroadcast
-from minitorch.autograd.backprop import toposort as _toposort
 from minitorch.core.creation import arange, where
 from minitorch.core.errors import OpError
 
@@ -234,4 +234,3 @@ def adam_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):
     m_hat = m / (1 - beta1**t)
     v_hat = v / (1 - beta2**t)
     return param - lr * m_hat / (v_hat.sqrt() + eps), m, v
-

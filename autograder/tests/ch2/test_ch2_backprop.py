@@ -35,8 +35,11 @@ def test_toposort_orders_random_dags(n_leaves, n_ops, data):
     order = toposort(root)
     ids = [id(t) for t in order]
     check(len(ids) == len(set(ids)), "2.7", "a tensor appears twice in the order", n=len(ids))
-    check(bool(order) and order[0] is root or not root.requires_grad, "2.7",
-          "the order must start with the root")
+    check(
+        bool(order) and order[0] is root or not root.requires_grad,
+        "2.7",
+        "the order must start with the root",
+    )
     pos = {id(t): i for i, t in enumerate(order)}
     # Everything reachable that requires grad is there, after every tensor that uses it.
     reach, stack = set(), [root]
@@ -47,12 +50,23 @@ def test_toposort_orders_random_dags(n_leaves, n_ops, data):
         reach.add(id(t))
         if t._node is not None:
             for x in t._node.inputs:
-                check(not x.requires_grad or pos.get(id(x), -1) > pos[id(t)], "2.7",
-                      "an input comes before a tensor that uses it", op=t._node.op.name)
+                check(
+                    not x.requires_grad or pos.get(id(x), -1) > pos[id(t)],
+                    "2.7",
+                    "an input comes before a tensor that uses it",
+                    op=t._node.op.name,
+                )
                 stack.append(x)
-    check(set(pos) == reach, "2.7",
-          f"{len(pos)} tensors in the order, {len(reach)} reachable ones require grad")
-    check(all(id(c) not in pos for c in consts), "2.7", "constants (no requires_grad) must be left out")
+    check(
+        set(pos) == reach,
+        "2.7",
+        f"{len(pos)} tensors in the order, {len(reach)} reachable ones require grad",
+    )
+    check(
+        all(id(c) not in pos for c in consts),
+        "2.7",
+        "constants (no requires_grad) must be left out",
+    )
 
 
 @graded("2.7", points=2)
@@ -62,7 +76,9 @@ def test_toposort_deep_chain_without_recursion():
     for _ in range(3000):  # deeper than Python's recursion limit
         y = y + x
     order = toposort(y)
-    check(len(order) == 3001, "2.7", f"a chain of 3000 adds gives {len(order)} tensors, expected 3001")
+    check(
+        len(order) == 3001, "2.7", f"a chain of 3000 adds gives {len(order)} tensors, expected 3001"
+    )
     check(order[0] is y and order[-1] is x, "2.7", "the root comes first and the leaf last")
 
 
@@ -72,8 +88,10 @@ def test_toposort_deep_chain_without_recursion():
 @graded("2.8", points=3)
 @given(n_leaves=st.integers(1, 3), n_ops=st.integers(1, 12), data=st.data())
 def test_backpropagate_random_dags_match_finite_differences(n_leaves, n_ops, data):
-    recipe = [(data.draw(st.integers(0, 100)), data.draw(st.integers(0, 100)), data.draw(st.booleans()))
-              for _ in range(n_ops)]
+    recipe = [
+        (data.draw(st.integers(0, 100)), data.draw(st.integers(0, 100)), data.draw(st.booleans()))
+        for _ in range(n_ops)
+    ]
 
     def fn(*xs):
         pool = list(xs)
@@ -96,8 +114,12 @@ def test_backpropagate_accumulates_reused_values():
     s = x + 1
     z = s * s * x
     grads = backpropagate(z, minitorch.tensor([2.0]))
-    assert_close(grads[id(x)].numpy(), [2 * (2 * 4 * 3 + 16)], "2.8",
-                 expression="(x+1)*(x+1)*x at x = 3, grad 2")
+    assert_close(
+        grads[id(x)].numpy(),
+        [2 * (2 * 4 * 3 + 16)],
+        "2.8",
+        expression="(x+1)*(x+1)*x at x = 3, grad 2",
+    )
     assert_close(grads[id(s)].numpy(), [2 * 2 * 4 * 3], "2.8", expression="d/d(x+1)")
 
 

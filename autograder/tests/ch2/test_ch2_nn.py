@@ -26,14 +26,26 @@ def _np_log_softmax(x, axis):
 
 
 @graded("2.9", points=2)
-@given(rows=st.integers(1, 3), cols=st.integers(1, 4), axis=st.sampled_from([0, 1, -1]),
-       scale=st.sampled_from([1.0, 100.0, 1000.0]), data=st.data())
+@given(
+    rows=st.integers(1, 3),
+    cols=st.integers(1, 4),
+    axis=st.sampled_from([0, 1, -1]),
+    scale=st.sampled_from([1.0, 100.0, 1000.0]),
+    data=st.data(),
+)
 def test_log_softmax_matches_numpy_and_is_stable(rows, cols, axis, scale, data):
     x = data.draw(values((rows, cols))) * scale
     got = log_softmax(minitorch.tensor(x, dtype="float32"), axis=axis).numpy()
     check(np.isfinite(got).all(), "2.9", "non-finite output (exp overflow?)", x=x, axis=axis)
-    assert_close(got, _np_log_softmax(x.astype(np.float32), axis), "2.9", rtol=1e-4, atol=1e-4,
-                 x=x, axis=axis)
+    assert_close(
+        got,
+        _np_log_softmax(x.astype(np.float32), axis),
+        "2.9",
+        rtol=1e-4,
+        atol=1e-4,
+        x=x,
+        axis=axis,
+    )
 
 
 @graded("2.9", points=1)
@@ -68,8 +80,12 @@ def test_cross_entropy_value_and_gradient(n, c, data):
 
 @graded("2.10", points=1)
 def test_cross_entropy_bad_shapes():
-    assert_close(cross_entropy(minitorch.zeros(2, 2), minitorch.tensor([0, 1])).item(), np.log(2),
-                 "2.10", logits="zeros(2, 2)")
+    assert_close(
+        cross_entropy(minitorch.zeros(2, 2), minitorch.tensor([0, 1])).item(),
+        np.log(2),
+        "2.10",
+        logits="zeros(2, 2)",
+    )
     with pytest.raises(OpError, match="cross_entropy"):
         cross_entropy(minitorch.zeros(3, 4), minitorch.tensor([0, 1]))
     with pytest.raises(OpError, match="cross_entropy"):
@@ -97,11 +113,20 @@ def test_find_parameters_walks_modules_lists_and_dicts():
     check(names == want, "2.11", f"got {names}, expected {want}")
     block = _Block()
     names = [n for n, _ in find_parameters(block, "m")]
-    want = ["m.scale", "m.layers.0.weight", "m.layers.0.bias", "m.layers.2.0.weight",
-            "m.layers.2.0.bias", "m.table.emb"]
+    want = [
+        "m.scale",
+        "m.layers.0.weight",
+        "m.layers.0.bias",
+        "m.layers.2.0.weight",
+        "m.layers.2.0.bias",
+        "m.table.emb",
+    ]
     check(names == want, "2.11", f"got {names}, expected {want}")
-    check(all(isinstance(p, Parameter) for _, p in find_parameters(block)), "2.11",
-          "only Parameters may be returned")
+    check(
+        all(isinstance(p, Parameter) for _, p in find_parameters(block)),
+        "2.11",
+        "only Parameters may be returned",
+    )
 
 
 @graded("2.11", points=1)
@@ -181,8 +206,9 @@ def test_adam_steps_match_numpy(wd, data):
     p, m, v = t64(p0), t64(np.zeros(3)), t64(np.zeros(3))
     for t, g in enumerate(grads, start=1):
         p, m, v = adam_step(p, t64(g), m, v, t, 0.01, 0.9, 0.999, 1e-8, wd)
-    assert_close(p.numpy(), _np_adam(p0, grads, 0.01, 0.9, 0.999, 1e-8, wd), "2.13",
-                 weight_decay=wd, p0=p0)
+    assert_close(
+        p.numpy(), _np_adam(p0, grads, 0.01, 0.9, 0.999, 1e-8, wd), "2.13", weight_decay=wd, p0=p0
+    )
 
 
 @graded("2.13", points=3)
@@ -191,10 +217,18 @@ def test_mlp_learns_the_digits():
 
     _, history = train_digits(epochs=10, show_progress=False)
     acc = history["test_acc"][-1]
-    check(acc >= 0.95, "2.13", f"test accuracy {acc:.3f} after 10 epochs of Adam, expected >= 0.95",
-          history=[round(a, 3) for a in history["test_acc"]])
-    check(history["train_loss"][-1] < history["train_loss"][0] / 3, "2.13",
-          "the training loss should fall", losses=history["train_loss"])
+    check(
+        acc >= 0.95,
+        "2.13",
+        f"test accuracy {acc:.3f} after 10 epochs of Adam, expected >= 0.95",
+        history=[round(a, 3) for a in history["test_acc"]],
+    )
+    check(
+        history["train_loss"][-1] < history["train_loss"][0] / 3,
+        "2.13",
+        "the training loss should fall",
+        losses=history["train_loss"],
+    )
     # The optimizer state follows the parameters' shapes.
     opt = Adam([Parameter([1.0, 2.0])], lr=0.1)
     check(opt.defaults["betas"] == (0.9, 0.999), "2.13", "default betas")

@@ -111,8 +111,12 @@ def test_binary_rules_broadcast_finite_differences(pair, swap, data):
     sa, sb = (big, small) if swap else (small, big)
     a = data.draw(values(sa))
     b = data.draw(away_from_zero(sb, 0.5, 2.0))
-    for op, fn in {"add": lambda x, y: x + y, "sub": lambda x, y: x - y,
-                   "mul": lambda x, y: x * y, "div": lambda x, y: x / y}.items():
+    for op, fn in {
+        "add": lambda x, y: x + y,
+        "sub": lambda x, y: x - y,
+        "mul": lambda x, y: x * y,
+        "div": lambda x, y: x / y,
+    }.items():
         check_against_finite_differences("2.3", fn, a, b, op=op, a=a, b=b)
 
 
@@ -123,8 +127,9 @@ def test_binary_rules_example():
     assert_close(ga.numpy(), [[12.0], [12.0]], "2.3", op="mul")
     assert_close(gb.numpy(), [3.0, 3.0, 3.0], "2.3", op="mul")
     ga, gb = binary_vjp("div", minitorch.ones(2, 3), a / b, a, b)
-    assert_close(gb.numpy(), -(np.array([[1.0], [2.0]]) / np.array([3.0, 4, 5]) ** 2).sum(0),
-                 "2.3", op="div")
+    assert_close(
+        gb.numpy(), -(np.array([[1.0], [2.0]]) / np.array([3.0, 4, 5]) ** 2).sum(0), "2.3", op="div"
+    )
 
 
 # ---------------------------------------------------------------- 2.4
@@ -138,8 +143,10 @@ def test_reduce_rules_finite_differences(shape, keepdims, data):
     axis = tuple(sorted(axes)) if axes and shape else None
     for op in ("sum", "mean", "max"):
         x = a + np.arange(a.size).reshape(a.shape) * 1e-2 if op == "max" else a  # no ties
+
         def fn(t, op=op):
             return getattr(t, op)(axis=axis, keepdims=keepdims) * 1.5
+
         check_against_finite_differences("2.4", fn, x, op=op, a=x, axis=axis, keepdims=keepdims)
 
 
@@ -158,8 +165,14 @@ def test_reduce_max_shares_ties():
 
 
 @graded("2.5", points=3)
-@given(batch_a=st.lists(st.integers(1, 2), max_size=2), batch_b=st.lists(st.integers(1, 2), max_size=2),
-       n=st.integers(1, 3), k=st.integers(1, 3), m=st.integers(1, 3), data=st.data())
+@given(
+    batch_a=st.lists(st.integers(1, 2), max_size=2),
+    batch_b=st.lists(st.integers(1, 2), max_size=2),
+    n=st.integers(1, 3),
+    k=st.integers(1, 3),
+    m=st.integers(1, 3),
+    data=st.data(),
+)
 def test_matmul_rule_batched_broadcast(batch_a, batch_b, n, k, m, data):
     # Make the batch dims broadcastable: where both have a dim, one of them is 1 or they agree.
     ra, rb = batch_a[::-1], batch_b[::-1]
@@ -168,7 +181,8 @@ def test_matmul_rule_batched_broadcast(batch_a, batch_b, n, k, m, data):
     a, b = data.draw(values(sa)), data.draw(values(sb))
     w = data.draw(values(np.broadcast_shapes(sa[:-2], sb[:-2]) + (n, m)))
     check_against_finite_differences(
-        "2.5", lambda x, y: (x @ y) * t64(w), a, b, a_shape=sa, b_shape=sb, weights=w)
+        "2.5", lambda x, y: (x @ y) * t64(w), a, b, a_shape=sa, b_shape=sb, weights=w
+    )
 
 
 @graded("2.5", points=1)
@@ -191,22 +205,30 @@ def test_view_rules_finite_differences(shape, data):
     order = tuple(data.draw(st.permutations(range(len(shape)))))
     weights = data.draw(values(tuple(shape[d] for d in order)))
     check_against_finite_differences(
-        "2.6", lambda x: x.permute(*order) * t64(weights), a, op="permute", order=order, a=a)
+        "2.6", lambda x: x.permute(*order) * t64(weights), a, op="permute", order=order, a=a
+    )
     w = data.draw(values((a.size,)))
-    check_against_finite_differences(
-        "2.6", lambda x: x.reshape(-1) * t64(w), a, op="reshape", a=a)
+    check_against_finite_differences("2.6", lambda x: x.reshape(-1) * t64(w), a, op="reshape", a=a)
     big = (2,) + tuple(2 if n == 1 else n for n in shape)
     wb = data.draw(values(big))
     check_against_finite_differences(
-        "2.6", lambda x: x.expand(*big) * t64(wb), a, op="expand", shape=big, a=a)
+        "2.6", lambda x: x.expand(*big) * t64(wb), a, op="expand", shape=big, a=a
+    )
     key = tuple(
-        data.draw(st.one_of(st.integers(-n, n - 1),
-                            st.builds(slice, st.none() | st.integers(-n, n), st.none() | st.integers(-n, n),
-                                      st.sampled_from([None, 1, 2, -1]))))
+        data.draw(
+            st.one_of(
+                st.integers(-n, n - 1),
+                st.builds(
+                    slice,
+                    st.none() | st.integers(-n, n),
+                    st.none() | st.integers(-n, n),
+                    st.sampled_from([None, 1, 2, -1]),
+                ),
+            )
+        )
         for n in shape
     )
-    check_against_finite_differences(
-        "2.6", lambda x: x[key] * 3.0, a, op="getitem", key=key, a=a)
+    check_against_finite_differences("2.6", lambda x: x[key] * 3.0, a, op="getitem", key=key, a=a)
 
 
 @graded("2.6", points=1)

@@ -28,16 +28,21 @@ def backward_grads(fn, *arrays):
     """Gradients of ``fn(*leaves).sum()`` through ``backward``, as arrays (zeros where none)."""
     leaves = [minitorch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in arrays]
     fn(*leaves).sum().backward()
-    return [np.zeros(np.shape(a)) if t.grad is None else t.grad.numpy() for t, a in
-            zip(leaves, arrays)]
+    return [
+        np.zeros(np.shape(a)) if t.grad is None else t.grad.numpy() for t, a in zip(leaves, arrays)
+    ]
 
 
 def check_against_finite_differences(exercise, fn, *arrays, rtol=1e-5, atol=1e-6, **shown):
     got = backward_grads(fn, *arrays)
     want = numerical_grad(fn, *arrays)
     for i, (g, w) in enumerate(zip(got, want)):
-        check(g.shape == w.shape, exercise, f"input {i}: gradient of shape {g.shape}, expected {w.shape}",
-              **shown)
+        check(
+            g.shape == w.shape,
+            exercise,
+            f"input {i}: gradient of shape {g.shape}, expected {w.shape}",
+            **shown,
+        )
         assert_close(g, w, exercise, rtol=rtol, atol=atol, input_index=i, **shown)
 
 

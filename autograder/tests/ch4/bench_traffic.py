@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from autograder.harness import assert_close, benchmark
-from minitorch.cuda import backend as cb
 from minitorch.cuda.baselines import naive_matmul, tiled_matmul
 from minitorch.cuda.traffic import count_traffic
 
-from .util import on_device
+from .util import on_device, rerun_on_simulator
 
 
 @benchmark("4.5", points=2, metric="read_reduction", bands=[(3.5, 1.0), (2.0, 0.5), (1.3, 0.25)])
-def bench_matmul_global_reads(report):
-    if not cb.SIMULATOR:
-        pytest.skip(
-            "traffic counting runs on the CUDA simulator: rerun with NUMBA_ENABLE_CUDASIM=1"
-        )
+def bench_matmul_global_reads(report, request):
+    figures = rerun_on_simulator(request)  # on a GPU machine: counted in a child process
+    if figures is not None:
+        report(**figures)
+        return
     n, tile = 16, 4
     rng = np.random.default_rng(2)
     a, b = on_device(rng.standard_normal((n, n))), on_device(rng.standard_normal((n, n)))

@@ -141,6 +141,7 @@ def test_interpret_runs_a_graph():
 
 
 @graded("5.6", points=3)
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # nan/inf from pow, log, ... as in eager
 @settings(max_examples=20)
 @given(programs())
 def test_interpret_equals_eager_on_every_backend(program):
