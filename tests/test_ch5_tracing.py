@@ -23,7 +23,8 @@ def test_text_and_dot_name_ops_specs_and_lines():
     assert "matmul(%x, %w) : float32[2,4]  # test_ch5_tracing.py:" in text
     assert g.op_names() == ["matmul", "add", "relu"]
     dot = g.to_dot()
-    assert dot.startswith('digraph "mlp"') and '"x" -> ' in dot and dot.count("->") >= 6
+    assert dot.startswith('digraph "mlp"') and '"n0" -> ' in dot and dot.count("->") >= 6
+    assert 'label="%x: float32[2,3]"' in dot
     assert g.verify() is g
 
 

@@ -193,8 +193,10 @@ class Graph:
         return "\n".join(lines)
 
     def _dot_body(self, lines, prefix, pad) -> None:
+        ids = {n: f'"{prefix}n{k}"' for k, n in enumerate(self.nodes)}  # unique, unlike names
+
         def nid(n):
-            return f'"{prefix}{n.name}"'
+            return ids[n]
 
         for n in self.nodes:
             if n.op == "input":
