@@ -41,6 +41,9 @@ class Result:
 def child_env(mode: str, events: Path | None = None, focus: str | None = None) -> dict:
     env = dict(os.environ)
     env.update(MINITORCH_MODE=mode, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
+    # One BLAS thread: on a busy 2-core machine threaded BLAS makes timings erratic.
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    env.setdefault("MKL_NUM_THREADS", "1")
     env.pop("MINITORCH_FOCUS", None)
     if focus:
         env["MINITORCH_FOCUS"] = focus

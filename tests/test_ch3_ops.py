@@ -59,9 +59,13 @@ def test_softmax_and_logsumexp_gradients(backend):
 
 def test_backends_agree_on_chapter_ops():
     x, w = minitorch.tensor(_rand(2, 3, 7, 6)), minitorch.tensor(_rand(4, 3, 3, 3, seed=3))
-    calls = [("conv2d", (x, w), {"stride": 2, "padding": 1}),
-             ("max_pool2d", (x,), {"kernel_size": 2}), ("avg_pool2d", (x,), {"kernel_size": 3, "stride": 1}),
-             ("softmax", (x,), {"axis": 2}), ("logsumexp", (x,), {"axis": 3, "keepdims": True})]
+    calls = [
+        ("conv2d", (x, w), {"stride": 2, "padding": 1}),
+        ("max_pool2d", (x,), {"kernel_size": 2}),
+        ("avg_pool2d", (x,), {"kernel_size": 3, "stride": 1}),
+        ("softmax", (x,), {"axis": 2}),
+        ("logsumexp", (x,), {"axis": 3, "keepdims": True}),
+    ]
     for op, inputs, attrs in calls:
         with minitorch.use_backend("numpy"):
             want = dispatch(op, *inputs, **attrs).numpy()
@@ -73,22 +77,42 @@ def test_backends_agree_on_chapter_ops():
 @pytest.mark.parametrize(
     "call,message",
     [
-        (lambda: dispatch("conv2d", minitorch.zeros(1, 2, 5, 5), minitorch.zeros(3, 4, 3, 3)),
-         "has 2 channels but weight"),
-        (lambda: dispatch("conv2d", minitorch.zeros(2, 5, 5), minitorch.zeros(3, 2, 3, 3)),
-         "must be 4-D"),
-        (lambda: dispatch("conv2d", minitorch.zeros(1, 1, 2, 2), minitorch.zeros(1, 1, 3, 3)),
-         "window (3) is larger"),
-        (lambda: dispatch("conv2d", minitorch.zeros(1, 1, 4, 4), minitorch.zeros(1, 1, 3, 3),
-                          stride=0), "stride must be a positive int"),
-        (lambda: dispatch("max_pool2d", minitorch.zeros(1, 1, 2, 2), kernel_size=3),
-         "window (3) is larger"),
-        (lambda: dispatch("avg_pool2d", minitorch.zeros(1, 1, 4, 4), kernel_size=(2, 0)),
-         "kernel_size must be"),
+        (
+            lambda: dispatch("conv2d", minitorch.zeros(1, 2, 5, 5), minitorch.zeros(3, 4, 3, 3)),
+            "has 2 channels but weight",
+        ),
+        (
+            lambda: dispatch("conv2d", minitorch.zeros(2, 5, 5), minitorch.zeros(3, 2, 3, 3)),
+            "must be 4-D",
+        ),
+        (
+            lambda: dispatch("conv2d", minitorch.zeros(1, 1, 2, 2), minitorch.zeros(1, 1, 3, 3)),
+            "window (3) is larger",
+        ),
+        (
+            lambda: dispatch(
+                "conv2d", minitorch.zeros(1, 1, 4, 4), minitorch.zeros(1, 1, 3, 3), stride=0
+            ),
+            "stride must be a positive int",
+        ),
+        (
+            lambda: dispatch("max_pool2d", minitorch.zeros(1, 1, 2, 2), kernel_size=3),
+            "window (3) is larger",
+        ),
+        (
+            lambda: dispatch("avg_pool2d", minitorch.zeros(1, 1, 4, 4), kernel_size=(2, 0)),
+            "kernel_size must be",
+        ),
         (lambda: dispatch("softmax", minitorch.zeros(2, 3), axis=2), "out of range"),
         (lambda: dispatch("logsumexp", minitorch.zeros(2, 3), axis=(0, 1)), "axis must be one int"),
-        (lambda: dispatch("conv2d", minitorch.zeros(1, 1, 4, 4, dtype="int64"),
-                          minitorch.zeros(1, 1, 3, 3, dtype="int64")), "needs float inputs"),
+        (
+            lambda: dispatch(
+                "conv2d",
+                minitorch.zeros(1, 1, 4, 4, dtype="int64"),
+                minitorch.zeros(1, 1, 3, 3, dtype="int64"),
+            ),
+            "needs float inputs",
+        ),
     ],
 )
 def test_bad_input_names_the_op(call, message):

@@ -74,6 +74,17 @@ def pad_slice_python(g: TensorData, out: Spec, key, shape) -> TensorData:
     return result
 
 
+@register_kernel("pad_slice", "*")
+def pad_slice_any(g: TensorData, out: Spec, key, shape) -> TensorData:
+    # Any other backend (Numba, CUDA): scatter on the host, then move the result back.
+    from ..backends import base
+
+    backend = base.current(out.device)
+    result = np.zeros(shape, dtype=out.dtype)
+    result[key] = backend.to_numpy(g)
+    return backend.from_numpy(result)
+
+
 @register_vjp("pad_slice")
 def pad_slice_vjp(grad, out, g, key, shape):
     return (dispatch("getitem", grad, key=key),)

@@ -223,3 +223,9 @@ def _pow_vjp(grad, out, a, b):
     safe = where(positive, a, a * 0 + 1)
     gb = where(positive, grad * out * safe.log(), grad * 0)
     return unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)
+
+
+# Comparisons and argmax are piecewise constant: no gradient flows through them.
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    register_vjp(_name)(lambda grad, out, a, b: (None, None))
+register_vjp("argmax")(lambda grad, out, a, axis, keepdims: (None,))

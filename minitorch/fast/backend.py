@@ -66,8 +66,15 @@ def _floats(out, *inputs) -> bool:
 class NumbaBackend(Backend):
     name = "numba"
 
+    def __init__(self):
+        self._generic: dict[str, object] = {}  # op name -> generic kernel (built once)
+
     def kernel(self, op: OpDef):
-        k = op.kernels.get(self.name) or op.kernels.get("*") or self.generic(op)
+        k = op.kernels.get(self.name) or op.kernels.get("*")
+        if k is None:
+            if op.name not in self._generic:
+                self._generic[op.name] = self.generic(op)
+            k = self._generic[op.name]
         return k or op.kernels.get("numpy") or _numpy.kernel(op)
 
     def generic(self, op: OpDef):

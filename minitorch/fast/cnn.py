@@ -26,8 +26,16 @@ from ..nn.optim import Adam
 class Conv2d(Module):
     """``conv2d(x, weight) + bias`` with ``weight`` of shape (out, in, k, k), seeded uniform init."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
-                 padding: int = 0, seed: int = 0, dtype=dt.float32):
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 0,
+        seed: int = 0,
+        dtype=dt.float32,
+    ):
         rng = np.random.default_rng(seed)
         bound = 1 / math.sqrt(in_channels * kernel_size * kernel_size)
         shape = (out_channels, in_channels, kernel_size, kernel_size)
@@ -54,29 +62,34 @@ class AvgPool2d(MaxPool2d):
 
 
 class DigitsCNN(Module):
-    """(N, 1, 8, 8) -> conv 3x3 -> relu -> max pool -> conv 3x3 -> relu -> avg pool -> linear."""
+    """(N, 1, 8, 8) -> conv 3x3 -> relu -> max pool -> conv 3x3 -> relu -> avg pool -> [linear -> relu] -> linear."""
 
-    def __init__(self, channels: tuple[int, int] = (16, 32), seed: int = 0):
+    def __init__(self, channels: tuple[int, int] = (16, 32), hidden: int = 64, seed: int = 0):
         c1, c2 = channels
         self.conv1 = Conv2d(1, c1, 3, padding=1, seed=seed)
         self.pool1 = MaxPool2d(2)
         self.conv2 = Conv2d(c1, c2, 3, padding=1, seed=seed + 1)
         self.pool2 = AvgPool2d(2)
-        self.fc = Linear(4 * c2, 10, seed=seed + 2)
+        self.fc1 = Linear(4 * c2, hidden, seed=seed + 2) if hidden else None
+        self.fc2 = Linear(hidden or 4 * c2, 10, seed=seed + 3)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim == 2:
             x = x.reshape(x.shape[0], 1, 8, 8)
         x = self.pool1(self.conv1(x).relu())
         x = self.pool2(self.conv2(x).relu())
-        return self.fc(x.reshape(x.shape[0], -1))
+        x = x.reshape(x.shape[0], -1)
+        return self.fc2(self.fc1(x).relu() if self.fc1 is not None else x)
 
 
 def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     """Mean of ``logsumexp(logits) - logits[target]`` (the stable form, via the logsumexp op)."""
     if logits.ndim != 2 or targets.shape != logits.shape[:1]:
-        raise OpError("cross_entropy", f"logits {logits.shape} and targets {targets.shape} do not "
-                      "match", hint="logits (N, C) and int targets (N,)")
+        raise OpError(
+            "cross_entropy",
+            f"logits {logits.shape} and targets {targets.shape} do not match",
+            hint="logits (N, C) and int targets (N,)",
+        )
     n, c = logits.shape
     onehot = (targets.reshape(n, 1) == arange(c).reshape(1, c)).astype(logits.dtype)
     picked = (logits * onehot).sum(axis=1)
@@ -89,21 +102,30 @@ def accuracy(model: Module, x: np.ndarray, y: np.ndarray) -> float:
     return float((pred == y).mean())
 
 
-def train_digits_cnn(epochs: int = 10, lr: float = 0.02, decay: float = 0.75, batch_size: int = 32,
-                     seed: int = 0):
+def train_digits_cnn(
+    epochs: int = 12,
+    lr: float = 0.01,
+    decay: float = 0.3,
+    settle: int = 3,
+    batch_size: int = 32,
+    channels=(16, 32),
+    hidden: int = 64,
+    seed: int = 0,
+):
     """Train :class:`DigitsCNN` with Adam on the current backend; return ``(model, history)``.
 
-    The learning rate shrinks by ``decay`` after every epoch: large steps
-    early, small ones to settle at the end.
+    Large steps first; over the last ``settle`` epochs the learning rate
+    shrinks by ``decay`` per epoch so the weights settle instead of jumping
+    around a minimum.
     """
     x_train, y_train, x_test, y_test = load_digits(seed=seed)
-    model = DigitsCNN(seed=seed)
+    model = DigitsCNN(channels, hidden, seed=seed)
     loader = DataLoader(x_train, y_train, batch_size=batch_size, seed=seed)
     optimizer = Adam(model, lr=lr)
     history = {"epoch": [], "loss": [], "test_acc": [], "seconds": []}
     start = time.perf_counter()
     for epoch in range(epochs):
-        optimizer.defaults["lr"] = lr * decay**epoch
+        optimizer.defaults["lr"] = lr * decay ** max(0, epoch - (epochs - settle) + 1)
         losses = []
         for x, y in loader:
             loss = cross_entropy(model(x), y)

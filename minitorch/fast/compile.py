@@ -58,7 +58,11 @@ def kernel({params}):
 def generated_dir() -> Path:
     """Where generated kernel modules live: next to Numba's cache if one is set."""
     base = os.environ.get("NUMBA_CACHE_DIR")
-    folder = Path(base) / "minitorch_kernels" if base else Path(__file__).parent / "__pycache__" / "generated"
+    folder = (
+        Path(base) / "minitorch_kernels"
+        if base
+        else Path(__file__).parent / "__pycache__" / "generated"
+    )
     try:
         folder.mkdir(parents=True, exist_ok=True)
         return folder

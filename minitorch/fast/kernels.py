@@ -83,9 +83,12 @@ def matmul(out, a, b):
     Make it fast:
       * loop order i-k-j: the innermost loop runs along a row of ``b`` and a
         row of ``out``, both contiguous, so it vectorises;
-      * block: ``prange`` over (batch, block of 4 rows of out); accumulate a
-        4 x 256 tile in a local array (it stays in L1 cache) so that each row
-        of ``b`` loaded from memory feeds four rows of ``out``.
+      * block: accumulate a 4 x 256 tile of ``out`` in a local array (it stays
+        in L1 cache) so that each row of ``b`` loaded feeds four rows of ``out``;
+      * panel: ``prange`` over (batch, group of 64 rows); a group walks ``b`` in
+        256 x 256 panels (j-block, then k-block) that stay in L2 cache while all
+        its 4-row tiles use them (reload the tile from ``out`` after the first
+        k-block).
 
     Example: ``a = [[[1, 2], [3, 4]]]``, ``b = [[[1, 0], [0, 1]]]`` gives ``out = a``.
     """

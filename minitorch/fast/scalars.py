@@ -64,9 +64,16 @@ def min_fold(acc, x):
 
 # op name -> replacement; ops not listed compile their own ``OpDef.scalar``
 OWN = {
-    "neg": neg, "abs": abs_, "exp": exp, "tanh": tanh,
-    "add": add, "sub": sub, "mul": mul, "pow": pow_,
-    "maximum": maximum, "minimum": minimum,
+    "neg": neg,
+    "abs": abs_,
+    "exp": exp,
+    "tanh": tanh,
+    "add": add,
+    "sub": sub,
+    "mul": mul,
+    "pow": pow_,
+    "maximum": maximum,
+    "minimum": minimum,
 }
 FOLDS = {"sum": add, "max": max_fold, "min": min_fold}
 COMPILABLE = {"relu", "sigmoid", "log", "sqrt", "recip", "div"}

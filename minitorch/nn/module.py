@@ -29,7 +29,7 @@ class Parameter(Tensor):
 
     def __init__(self, data, dtype=None, device: str = "cpu"):
         if isinstance(data, Tensor):
-            dtype = dtype or data.dtype
+            dtype = data.dtype if dtype is None else dtype
             data = data.numpy()
         super().__init__(data, dtype=dtype, requires_grad=True, device=device)
 

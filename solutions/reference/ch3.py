@@ -112,40 +112,51 @@ def tensor_reduce(fn, start, out, out_shape, out_strides, a, a_shape, a_strides,
 def matmul(out, a, b):
     batch, n, m = out.shape
     depth = a.shape[2]
-    rows, cols = 4, 256  # a 4 x 256 block of out stays in L1 while k runs
-    blocks = (n + rows - 1) // rows
-    for t in prange(batch * blocks):
-        bi = t // blocks
-        i0 = (t % blocks) * rows
-        nrows = min(rows, n - i0)
+    # 4 x 256 tiles of out live in a local array (L1); a group of 64 rows
+    # walks one 256 x 256 panel of b at a time, so the panel stays in L2.
+    rows, cols, deep, group = 4, 256, 256, 16
+    span = rows * group
+    groups = (n + span - 1) // span
+    for t in prange(batch * groups):
+        bi = t // groups
+        g0 = (t % groups) * span
+        g1 = min(g0 + span, n)
         ai = bi if a.shape[0] > 1 else 0
         bj = bi if b.shape[0] > 1 else 0
-        acc = np.zeros((rows, cols), dtype=out.dtype)
+        acc = np.empty((rows, cols), dtype=out.dtype)
         for j0 in range(0, m, cols):
             w = min(cols, m - j0)
-            acc[:, :] = 0
-            if nrows == rows:
-                c0, c1, c2, c3 = acc[0], acc[1], acc[2], acc[3]
-                for k in range(depth):
-                    brow = b[bj, k, j0 : j0 + w]  # one row of b feeds four rows of out
-                    a0, a1 = a[ai, i0, k], a[ai, i0 + 1, k]
-                    a2, a3 = a[ai, i0 + 2, k], a[ai, i0 + 3, k]
-                    for j in range(w):
-                        v = brow[j]
-                        c0[j] += a0 * v
-                        c1[j] += a1 * v
-                        c2[j] += a2 * v
-                        c3[j] += a3 * v
-            else:
-                for k in range(depth):
-                    brow = b[bj, k, j0 : j0 + w]
+            for k0 in range(0, depth, deep):
+                k1 = min(k0 + deep, depth)
+                for i0 in range(g0, g1, rows):
+                    nrows = min(rows, g1 - i0)
+                    if k0 == 0:
+                        acc[:, :] = 0
+                    else:
+                        for r in range(nrows):
+                            acc[r, :w] = out[bi, i0 + r, j0 : j0 + w]
+                    if nrows == rows:
+                        c0, c1, c2, c3 = acc[0], acc[1], acc[2], acc[3]
+                        for k in range(k0, k1):
+                            brow = b[bj, k, j0 : j0 + w]  # one row of b feeds four rows of out
+                            a0, a1 = a[ai, i0, k], a[ai, i0 + 1, k]
+                            a2, a3 = a[ai, i0 + 2, k], a[ai, i0 + 3, k]
+                            for j in range(w):
+                                v = brow[j]
+                                c0[j] += a0 * v
+                                c1[j] += a1 * v
+                                c2[j] += a2 * v
+                                c3[j] += a3 * v
+                    else:
+                        for k in range(k0, k1):
+                            brow = b[bj, k, j0 : j0 + w]
+                            for r in range(nrows):
+                                x = a[ai, i0 + r, k]
+                                crow = acc[r]
+                                for j in range(w):
+                                    crow[j] += x * brow[j]
                     for r in range(nrows):
-                        x = a[ai, i0 + r, k]
-                        crow = acc[r]
-                        for j in range(w):
-                            crow[j] += x * brow[j]
-            for r in range(nrows):
-                out[bi, i0 + r, j0 : j0 + w] = acc[r, :w]
+                        out[bi, i0 + r, j0 : j0 + w] = acc[r, :w]
 
 
 def conv2d(out, x, w, stride, padding):

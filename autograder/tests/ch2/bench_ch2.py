@@ -17,7 +17,7 @@ from minitorch.nn import mlp
     points=2,
     metric="backward_over_forward",
     higher_is_better=False,
-    bands=[(6.0, 1.0), (12.0, 0.5), (24.0, 0.25)],
+    bands=[(8.0, 1.0), (16.0, 0.5), (32.0, 0.25)],
 )
 def bench_backward_over_forward(report):
     model = mlp([64, 128, 128, 10], seed=0)

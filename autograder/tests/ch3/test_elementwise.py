@@ -31,8 +31,11 @@ def test_map_matches_numpy_on_views(shape, how, op, seed):
 
 @graded("3.1", points=2)
 @settings(max_examples=10)
-@given(small=st.lists(st.integers(1, 4), min_size=1, max_size=2).map(tuple), lead=st.integers(1, 3),
-       seed=seeds)
+@given(
+    small=st.lists(st.integers(1, 4), min_size=1, max_size=2).map(tuple),
+    lead=st.integers(1, 3),
+    seed=seeds,
+)
 def test_map_broadcasts_into_out(small, lead, seed):
     x = data(small, seed)
     big = (lead,) + small
@@ -60,8 +63,13 @@ def _broadcast_pair(draw_shape, pattern):
 
 
 @graded("3.2", points=3)
-@given(shape=shapes, pattern=st.lists(st.integers(0, 2), min_size=3, max_size=3),
-       drop=st.booleans(), op=st.sampled_from(sorted(BINARY)), seed=seeds)
+@given(
+    shape=shapes,
+    pattern=st.lists(st.integers(0, 2), min_size=3, max_size=3),
+    drop=st.booleans(),
+    op=st.sampled_from(sorted(BINARY)),
+    seed=seeds,
+)
 def test_zip_broadcasts_like_numpy(shape, pattern, drop, op, seed):
     sa, sb = _broadcast_pair(shape, pattern)
     if drop and len(sb) > 1:
@@ -107,8 +115,15 @@ def test_reduce_strided_axis_and_keepdims(rows, cols, seed):
     t = view(x, "transposed")  # axis 0 has stride 1, axis 1 does not
     for axis in (0, 1):
         got = run("sum", t, axis=axis, keepdims=True)
-        assert_close(got, x.sum(axis=axis, keepdims=True, dtype=np.float64), "3.3", rtol=1e-4,
-                     atol=1e-5, x=x, axis=axis)
+        assert_close(
+            got,
+            x.sum(axis=axis, keepdims=True, dtype=np.float64),
+            "3.3",
+            rtol=1e-4,
+            atol=1e-5,
+            x=x,
+            axis=axis,
+        )
     got = run("max", t, axis=(0, 1), keepdims=False)
     check(got.shape == () and got == x.max(), "3.3", "max over both axes", x=x, got=got)
 

@@ -15,8 +15,13 @@ BATCHES = [((), ()), ((2,), ()), ((), (3,)), ((2,), (2,)), ((2, 1), (1, 3)), ((1
 
 
 @graded("3.4", points=3)
-@given(n=st.integers(1, 9), k=st.integers(1, 9), m=st.integers(1, 9),
-       batch=st.sampled_from(BATCHES), seed=st.integers(0, 2**16))
+@given(
+    n=st.integers(1, 9),
+    k=st.integers(1, 9),
+    m=st.integers(1, 9),
+    batch=st.sampled_from(BATCHES),
+    seed=st.integers(0, 2**16),
+)
 def test_matmul_batched_broadcast(n, k, m, batch, seed):
     a, b = data(batch[0] + (n, k), seed), data(batch[1] + (k, m), seed + 1)
     got = run("matmul", minitorch.tensor(a), minitorch.tensor(b))
