@@ -9,6 +9,7 @@ test ends with a result.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -98,116 +99,100 @@ def run_items(
     total_timeout: float = 1200.0,
     progress: Callable[[str, Result | None], None] = lambda nodeid, result: None,
 ) -> dict[str, Result]:
-    by_id = {i.nodeid: i for i in items}
-    results: dict[str, Result] = {}
-    deadline = time.monotonic() + total_timeout
+    """Run ``items`` in as many child processes as it takes; every item gets a Result."""
+    session = _Session({i.nodeid: i for i in items}, mode, focus, test_timeout, bench_timeout,
+                       time.monotonic() + total_timeout, progress)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
-        round_no = 0
-        while True:
-            remaining = [n for n in by_id if n not in results]
+        for round_no in itertools.count(1):
+            remaining = [n for n in session.by_id if n not in session.results]
             if not remaining:
                 break
-            round_no += 1
-            events, log = Path(tmp, f"events{round_no}.jsonl"), Path(tmp, f"log{round_no}.txt")
-            events.touch()
-            started = _run_child(
-                remaining,
-                by_id,
-                mode,
-                focus,
-                events,
-                log,
-                results,
-                test_timeout,
-                bench_timeout,
-                deadline,
-                progress,
-            )
-            if time.monotonic() > deadline:
-                for n in by_id:
-                    if n not in results:
-                        results[n] = Result(
-                            by_id[n], "timeout", message="not run: the chapter ran out of time"
-                        )
-                        progress(n, results[n])
+            log = Path(tmp, f"log{round_no}.txt")
+            started = session.run_child(remaining, Path(tmp, f"events{round_no}.jsonl"), log)
+            if time.monotonic() > session.deadline:
+                session.finish(remaining, "timeout", "not run: the chapter ran out of time")
                 break
             if not started:  # nothing could even start: collection or import failure
                 reason = _tail(log) or "the test process could not start"
-                for n in remaining:
-                    if n not in results:
-                        results[n] = Result(by_id[n], "not run", message=f"not run: {reason}")
-                        progress(n, results[n])
+                session.finish(remaining, "not run", f"not run: {reason}")
                 break
-    return results
+    return session.results
 
 
-def _run_child(
-    remaining,
-    by_id,
-    mode,
-    focus,
-    events,
-    log,
-    results,
-    test_timeout,
-    bench_timeout,
-    deadline,
-    progress,
-) -> bool:
-    cmd = [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-        "-q", "--no-header", "-rN", "--continue-on-collection-errors",
-        "-o", "python_files=test_*.py bench_*.py", "-o", "python_functions=test_* bench_*",
-        "-o", "addopts=", "--rootdir", str(ROOT), *remaining,
-    ]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(mode, events, focus), stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)  # fmt: skip
-    started_any, current, t_start, offset = False, None, 0.0, 0
-    killed_reason = None
-    while True:
-        done = proc.poll() is not None
-        with open(events, encoding="utf-8") as f:
-            f.seek(offset)
-            chunk = f.read()
-        complete = chunk[: chunk.rfind("\n") + 1]
-        offset += len(complete.encode("utf-8"))
-        for line in complete.splitlines():
-            ev = json.loads(line)
-            node = ev["nodeid"]
-            if node not in by_id:
-                continue
-            if ev["event"] == "start":
-                started_any, current, t_start = True, node, time.monotonic()
-                progress(node, None)
-            elif ev["event"] == "result" and node not in results:
-                results[node] = _score(by_id[node], ev)
-                progress(node, results[node])
-                current = None
-        if done:
-            break
-        if current is not None:
-            limit = bench_timeout if by_id[current].kind == "benchmark" else test_timeout
-            if time.monotonic() - t_start > limit:
-                killed_reason = f"timed out after {limit:.0f} s (an infinite loop?)"
-        if time.monotonic() > deadline:
-            killed_reason = "the chapter ran out of time"
-        if killed_reason:
-            _kill(proc)
-            break
-        time.sleep(0.05)
-    if current is not None and current not in results:
-        status = "timeout" if killed_reason else "crashed"
-        reason = killed_reason or f"{_exit_reason(proc.returncode)} while running this test"
-        tail = _tail(log, 4)
-        results[current] = Result(
-            by_id[current],
-            status,
-            message=reason + (f"\n{tail}" if tail and not killed_reason else ""),
-        )
-        progress(current, results[current])
-    return started_any
+@dataclass
+class _Session:
+    by_id: dict[str, Item]
+    mode: str
+    focus: str | None
+    test_timeout: float
+    bench_timeout: float
+    deadline: float
+    progress: Callable[[str, Result | None], None]
+    results: dict[str, Result] = field(default_factory=dict)
+
+    def record(self, node: str, result: Result) -> None:
+        self.results[node] = result
+        self.progress(node, result)
+
+    def finish(self, nodes: list[str], status: str, message: str) -> None:
+        for n in nodes:
+            if n not in self.results:
+                self.record(n, Result(self.by_id[n], status, message=message))
+
+    def run_child(self, remaining: list[str], events: Path, log: Path) -> bool:
+        """One child process over ``remaining``; returns whether any test started."""
+        events.touch()
+        cmd = [
+            sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+            "-q", "--no-header", "-rN", "--continue-on-collection-errors",
+            "-o", "python_files=test_*.py bench_*.py", "-o", "python_functions=test_* bench_*",
+            "-o", "addopts=", "--rootdir", str(ROOT), *remaining,
+        ]  # fmt: skip
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(self.mode, events, self.focus),
+                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)  # fmt: skip
+        started_any, current, t_start, offset, killed = False, None, 0.0, 0, None
+        while True:
+            done = proc.poll() is not None
+            with open(events, encoding="utf-8") as f:
+                f.seek(offset)
+                chunk = f.read()
+            complete = chunk[: chunk.rfind("\n") + 1]
+            offset += len(complete.encode("utf-8"))
+            for line in complete.splitlines():
+                ev = json.loads(line)
+                node = ev["nodeid"]
+                if node not in self.by_id:
+                    continue
+                if ev["event"] == "start":
+                    started_any, current, t_start = True, node, time.monotonic()
+                    self.progress(node, None)
+                elif ev["event"] == "result" and node not in self.results:
+                    self.record(node, _score(self.by_id[node], ev))
+                    current = None
+            if done:
+                break
+            if current is not None:
+                is_bench = self.by_id[current].kind == "benchmark"
+                limit = self.bench_timeout if is_bench else self.test_timeout
+                if time.monotonic() - t_start > limit:
+                    killed = f"timed out after {limit:.0f} s (an infinite loop?)"
+            if time.monotonic() > self.deadline:
+                killed = "the chapter ran out of time"
+            if killed:
+                _kill(proc)
+                break
+            time.sleep(0.05)
+        if current is not None and current not in self.results:
+            if killed:
+                self.record(current, Result(self.by_id[current], "timeout", message=killed))
+            else:
+                reason = f"{_exit_reason(proc.returncode)} while running this test"
+                tail = _tail(log, 4)
+                message = reason + (f"\n{tail}" if tail else "")
+                self.record(current, Result(self.by_id[current], "crashed", message=message))
+        return started_any
 
 
 def _kill(proc: subprocess.Popen) -> None:
