@@ -169,19 +169,16 @@ def conv2d(out, x, w, stride, padding):
         plane = np.zeros((oh_n, ow_n), dtype=out.dtype)
         for c in range(n_in):
             for kh in range(kh_n):
-                # the output rows whose input row oh * stride - padding + kh is inside x
-                oh_lo = max(0, -((kh - padding) // stride))
-                oh_hi = min(oh_n, (h_n - 1 + padding - kh) // stride + 1)
                 for kw in range(kw_n):
                     wv = w[o, c, kh, kw]
-                    ow_lo = max(0, -((kw - padding) // stride))
-                    ow_hi = min(ow_n, (w_n - 1 + padding - kw) // stride + 1)
-                    shift = kw - padding
-                    for oh in range(oh_lo, oh_hi):
-                        xrow = x[n, c, oh * stride - padding + kh]
-                        prow = plane[oh]
-                        for ow in range(ow_lo, ow_hi):  # no bounds test: this loop vectorises
-                            prow[ow] += wv * xrow[ow * stride + shift]
+                    for oh in range(oh_n):
+                        ih = oh * stride - padding + kh
+                        if ih < 0 or ih >= h_n:
+                            continue
+                        for ow in range(ow_n):
+                            iw = ow * stride - padding + kw
+                            if 0 <= iw < w_n:
+                                plane[oh, ow] += wv * x[n, c, ih, iw]
         out[n, o] = plane
 
 
