@@ -73,17 +73,13 @@ def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: 
                 style = "dim"
             table.add_row(key, what, f"[{style}]{e_got:g} / {e_possible:g}[/]", f"{ok}/{len(g)}")
         console.print(table)
-        benches = [r for r in rs if r.item.kind == "benchmark"]
+        benches = [r for r in rs if r.item.kind == "benchmark" and r.counted]
         for r in benches:
             figures = _figures(r) or r.message.splitlines()[0] if (r.figures or r.message) else ""
             console.print(
                 f"  [bold]{r.item.name}[/] ({r.item.exercise}): {figures}", highlight=False
             )
-        bad = [
-            r
-            for r in rs
-            if r.status not in ("passed", "excluded") or r.score < r.item.points - 1e-9
-        ]
+        bad = [r for r in rs if r.counted and r.score < r.item.points - 1e-9]
         if bad:
             console.print("  [bold]What went wrong[/] (`make grade EX=C.N` reruns one exercise):")
             # Tests of one exercise that fail the same way get one line.
@@ -97,7 +93,7 @@ def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: 
         excluded = [r for r in rs if r.status == "excluded"]
         for r in excluded:
             console.print(
-                f"  [dim]{r.item.exercise} {r.item.name}: {r.message} (left out of the total)[/]"
+                f"  [dim]{r.item.exercise} {r.item.name}: not run ({r.message}); left out of the total[/]"
             )
         console.print()
     got, possible = totals(results)

@@ -80,15 +80,25 @@ def matmul(out, a, b):
     or (1, k, m): a batch of 1 broadcasts to every ``bi`` (the backend has
     already flattened and broadcast the batch dimensions).
 
-    Make it fast:
-      * loop order i-k-j: the innermost loop runs along a row of ``b`` and a
-        row of ``out``, both contiguous, so it vectorises;
-      * block: accumulate a 4 x 256 tile of ``out`` in a local array (it stays
-        in L1 cache) so that each row of ``b`` loaded feeds four rows of ``out``;
-      * panel: ``prange`` over (batch, group of 64 rows); a group walks ``b`` in
-        256 x 256 panels (j-block, then k-block) that stay in L2 cache while all
-        its 4-row tiles use them (reload the tile from ``out`` after the first
-        k-block).
+    Make it fast (the graded benchmark wants a good fraction of BLAS on one thread):
+      * pack: copy ``b`` transposed into a buffer ``bt`` of shape (b's batch, m, k),
+        16 values of k at a time so each run of writes fills a cache line. Now ``out[bi, i, j]`` is a
+        dot product of two contiguous rows, ``a[ai, i]`` and ``bt[bj, j]``: a loop
+        over k at unit stride, which the compiler vectorises (it may reorder
+        the sum: the backend compiles with ``fastmath``);
+      * register tile: compute a 4 x 4 block of ``out`` at once, 16 local scalar
+        accumulators in one loop over k. Each step loads 4 values of ``a`` and 4
+        of ``bt`` for 16 multiply-adds, and the accumulators stay in registers
+        (a local array would not: every update would go through memory).
+        Start them from a zero of ``out``'s dtype (``np.zeros(1, out.dtype)[0]``):
+        a literal ``0.0`` is float64 and turns float32 sums into float64 ones,
+        half as many values per vector instruction;
+      * cache blocks: ``prange`` over (batch, group of 64 rows); a group walks
+        ``bt`` in panels of 128 columns by 1024 values of k that stay in L2 cache,
+        while each 4-row strip of ``a`` stays in L1 across the panel's columns
+        (zero ``out`` first and add each k-block's tile to it);
+      * edges: rows and columns left over from the 4 x 4 tiles take a plain dot
+        product per element.
 
     Example: ``a = [[[1, 2], [3, 4]]]``, ``b = [[[1, 0], [0, 1]]]`` gives ``out = a``.
     """

@@ -112,51 +112,99 @@ def tensor_reduce(fn, start, out, out_shape, out_strides, a, a_shape, a_strides,
 def matmul(out, a, b):
     batch, n, m = out.shape
     depth = a.shape[2]
-    # 4 x 256 tiles of out live in a local array (L1); a group of 64 rows
-    # walks one 256 x 256 panel of b at a time, so the panel stays in L2.
-    rows, cols, deep, group = 4, 256, 256, 16
-    span = rows * group
-    groups = (n + span - 1) // span
+    nb = b.shape[0]
+    # Pack b transposed: bt[bj, j] is column j of b[bj], contiguous, so each
+    # dot product below reads both operands at unit stride and vectorises.
+    # 16 k at a time, so that each run of writes fills one cache line of bt.
+    kb = (depth + 15) // 16
+    bt = np.empty((nb, m, depth), dtype=out.dtype)
+    for t in prange(nb * kb):
+        bj = t // kb
+        k0 = (t % kb) * 16
+        for j in range(m):
+            for k in range(k0, min(k0 + 16, depth)):
+                bt[bj, j, k] = b[bj, k, j]
+    # A task is a group of 64 rows of out. It walks bt in panels of 128 columns
+    # by 1024 k (they stay in L2); each 4-row strip of a (in L1) meets every
+    # 4-column strip of the panel, their 4 x 4 products summed in 16 local
+    # scalars that the compiler keeps in vector registers.
+    cols, deep, group = 128, 1024, 64
+    groups = (n + group - 1) // group
+    zero = np.zeros(1, dtype=out.dtype)[0]  # accumulate in out's precision
     for t in prange(batch * groups):
         bi = t // groups
-        g0 = (t % groups) * span
-        g1 = min(g0 + span, n)
+        g0 = (t % groups) * group
+        g1 = min(g0 + group, n)
         ai = bi if a.shape[0] > 1 else 0
-        bj = bi if b.shape[0] > 1 else 0
-        acc = np.empty((rows, cols), dtype=out.dtype)
+        bj = bi if nb > 1 else 0
+        o = out[bi]
+        o[g0:g1, :] = zero
         for j0 in range(0, m, cols):
-            w = min(cols, m - j0)
+            j1 = min(j0 + cols, m)
+            j4 = j0 + (j1 - j0) // 4 * 4  # end of the full 4-column strips
             for k0 in range(0, depth, deep):
                 k1 = min(k0 + deep, depth)
-                for i0 in range(g0, g1, rows):
-                    nrows = min(rows, g1 - i0)
-                    if k0 == 0:
-                        acc[:, :] = 0
-                    else:
-                        for r in range(nrows):
-                            acc[r, :w] = out[bi, i0 + r, j0 : j0 + w]
-                    if nrows == rows:
-                        c0, c1, c2, c3 = acc[0], acc[1], acc[2], acc[3]
-                        for k in range(k0, k1):
-                            brow = b[bj, k, j0 : j0 + w]  # one row of b feeds four rows of out
-                            a0, a1 = a[ai, i0, k], a[ai, i0 + 1, k]
-                            a2, a3 = a[ai, i0 + 2, k], a[ai, i0 + 3, k]
-                            for j in range(w):
-                                v = brow[j]
-                                c0[j] += a0 * v
-                                c1[j] += a1 * v
-                                c2[j] += a2 * v
-                                c3[j] += a3 * v
-                    else:
-                        for k in range(k0, k1):
-                            brow = b[bj, k, j0 : j0 + w]
-                            for r in range(nrows):
-                                x = a[ai, i0 + r, k]
-                                crow = acc[r]
-                                for j in range(w):
-                                    crow[j] += x * brow[j]
-                    for r in range(nrows):
-                        out[bi, i0 + r, j0 : j0 + w] = acc[r, :w]
+                for i in range(g0, g1, 4):
+                    if i + 4 > g1:  # the last rows: one dot product per element
+                        for r in range(i, g1):
+                            x = a[ai, r, k0:k1]
+                            for j in range(j0, j1):
+                                y = bt[bj, j, k0:k1]
+                                s = zero
+                                for k in range(k1 - k0):
+                                    s += x[k] * y[k]
+                                o[r, j] += s
+                        break
+                    x0, x1 = a[ai, i, k0:k1], a[ai, i + 1, k0:k1]
+                    x2, x3 = a[ai, i + 2, k0:k1], a[ai, i + 3, k0:k1]
+                    for j in range(j0, j4, 4):
+                        y0, y1 = bt[bj, j, k0:k1], bt[bj, j + 1, k0:k1]
+                        y2, y3 = bt[bj, j + 2, k0:k1], bt[bj, j + 3, k0:k1]
+                        c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = zero
+                        c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = zero
+                        for k in range(k1 - k0):
+                            p0, p1, p2, p3 = x0[k], x1[k], x2[k], x3[k]
+                            q0, q1, q2, q3 = y0[k], y1[k], y2[k], y3[k]
+                            c00 += p0 * q0
+                            c01 += p0 * q1
+                            c02 += p0 * q2
+                            c03 += p0 * q3
+                            c10 += p1 * q0
+                            c11 += p1 * q1
+                            c12 += p1 * q2
+                            c13 += p1 * q3
+                            c20 += p2 * q0
+                            c21 += p2 * q1
+                            c22 += p2 * q2
+                            c23 += p2 * q3
+                            c30 += p3 * q0
+                            c31 += p3 * q1
+                            c32 += p3 * q2
+                            c33 += p3 * q3
+                        o[i, j] += c00
+                        o[i, j + 1] += c01
+                        o[i, j + 2] += c02
+                        o[i, j + 3] += c03
+                        o[i + 1, j] += c10
+                        o[i + 1, j + 1] += c11
+                        o[i + 1, j + 2] += c12
+                        o[i + 1, j + 3] += c13
+                        o[i + 2, j] += c20
+                        o[i + 2, j + 1] += c21
+                        o[i + 2, j + 2] += c22
+                        o[i + 2, j + 3] += c23
+                        o[i + 3, j] += c30
+                        o[i + 3, j + 1] += c31
+                        o[i + 3, j + 2] += c32
+                        o[i + 3, j + 3] += c33
+                    for j in range(j4, j1):  # the last columns: one dot product each
+                        y = bt[bj, j, k0:k1]
+                        for r in range(i, i + 4):
+                            x = a[ai, r, k0:k1]
+                            s = zero
+                            for k in range(k1 - k0):
+                                s += x[k] * y[k]
+                            o[r, j] += s
 
 
 def conv2d(out, x, w, stride, padding):

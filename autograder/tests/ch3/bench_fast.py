@@ -48,7 +48,7 @@ def bench_reduce_vs_numpy(report):
     report(ratio=base / fast, numba_ms=fast * 1e3, numpy_ms=base * 1e3)
 
 
-@benchmark("3.4", points=3, metric="fraction_of_blas", bands=[(0.1, 1.0), (0.05, 0.5)])
+@benchmark("3.4", points=3, metric="fraction_of_blas", bands=[(0.3, 1.0), (0.15, 0.5)])
 def bench_matmul_vs_blas_single_thread(report):
     figures = {}
     threads = numba.get_num_threads()

@@ -31,10 +31,14 @@ def test_matmul_batched_broadcast(n, k, m, batch, seed):
 
 @graded("3.4", points=2)
 def test_matmul_crosses_block_edges_and_views():
-    # sizes that are not multiples of the 4 x 256 tile, and a transposed operand
+    # sizes that are not multiples of the 4 x 4 tile or of the 128 x 1024 panel
+    # (columns and depth), and a transposed operand
     a, b = data((9, 70), 1), data((300, 70), 2)
     got = run("matmul", minitorch.tensor(a), view(b.T.copy(), "transposed"))
     assert_close(got, a.astype(np.float64) @ b.T, "3.4", rtol=1e-4, atol=1e-4, a=a[:2, :4])
     a, b = data((3, 257, 5), 3), data((5, 513), 4)
     got = run("matmul", minitorch.tensor(a), minitorch.tensor(b))
     assert_close(got, a.astype(np.float64) @ b, "3.4", rtol=1e-4, atol=1e-4, a=a[0, :2])
+    a, b = data((6, 1030), 5), data((1030, 7), 6)
+    got = run("matmul", minitorch.tensor(a), minitorch.tensor(b))
+    assert_close(got, a.astype(np.float64) @ b, "3.4", rtol=1e-4, atol=1e-3, a=a[:2, :4])
