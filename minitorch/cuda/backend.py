@@ -254,28 +254,24 @@ def _batched(x: TensorData, batch: tuple) -> TensorData:
     return TensorData(x.storage, (total,) + shape[-2:], (x.strides[-3],) + x.strides[-2:], 0)
 
 
-@register_kernel("matmul", "cuda")
-def matmul(a, b, out):
+def launch_matmul(kernel, a: TensorData, b: TensorData, block: int, dtype) -> TensorData:
+    """Run a matmul ``kernel`` (one thread per output, ``block`` x ``block`` blocks) on a batch."""
     batch = tuple(broadcast_shape(a.shape[:-2], b.shape[:-2]))
     a3, b3 = _batched(a, batch), _batched(b, batch)
     n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
-    result = _empty(out.shape, out.dtype)
+    result = _empty(batch + (n, m), dtype)
     if result.size:
-        kern = compiled("4.5", TILE)
-        grid = (math.ceil(m / TILE), math.ceil(n / TILE), a3.shape[0])
-        kern[grid, (TILE, TILE)](
-            result.storage,
-            a3.storage,
-            meta(a3.strides),
-            a3.offset,
-            b3.storage,
-            meta(b3.strides),
-            b3.offset,
-            n,
-            k,
-            m,
-        )
+        grid = (math.ceil(m / block), math.ceil(n / block), a3.shape[0])
+        kernel[grid, (block, block)](
+            result.storage, a3.storage, meta(a3.strides), a3.offset,
+            b3.storage, meta(b3.strides), b3.offset, n, k, m,
+        )  # fmt: skip
     return result
+
+
+@register_kernel("matmul", "cuda")
+def matmul(a, b, out):
+    return launch_matmul(compiled("4.5", TILE), a, b, TILE, out.dtype)
 
 
 __all__ = ["CudaBackend", "SIMULATOR", "THREADS", "TILE", "compiled", "gpu_present", "numba"]

@@ -8,12 +8,9 @@ that by the tile size; the traffic counter measures both.
 
 from __future__ import annotations
 
-import math
-
 from numba import cuda
 
 from ..core.tensor import Tensor
-from ..tensor.data import TensorData
 from . import backend as cb
 
 
@@ -34,44 +31,13 @@ def _naive(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
 def naive_matmul(a: Tensor, b: Tensor, block: int | None = None) -> Tensor:
     """``a @ b`` on the cuda device with one thread per output and no shared memory."""
     block = block or cb.TILE
-    batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
-    a3, b3 = cb._batched(a._data, batch), cb._batched(b._data, batch)
-    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
-    out = cb._empty(batch + (n, m), a.dtype)
-    grid = (math.ceil(m / block), math.ceil(n / block), a3.shape[0])
-    _naive[grid, (block, block)](
-        out.storage,
-        a3.storage,
-        cb.meta(a3.strides),
-        a3.offset,
-        b3.storage,
-        cb.meta(b3.strides),
-        b3.offset,
-        n,
-        k,
-        m,
-    )
-    return Tensor._make(TensorData.contiguous(out.storage, out.shape), "cuda")
+    out = cb.launch_matmul(_naive, a._data, b._data, block, a.dtype)
+    return Tensor._make(out, "cuda")
 
 
 def tiled_matmul(a: Tensor, b: Tensor, tile: int | None = None) -> Tensor:
     """``a @ b`` with exercise 4.5's kernel built for ``tile`` (the backend uses ``cb.TILE``)."""
     tile = tile or cb.TILE
-    batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
-    a3, b3 = cb._batched(a._data, batch), cb._batched(b._data, batch)
-    n, k, m = a.shape[-2], a.shape[-1], b.shape[-1]
-    out = cb._empty(batch + (n, m), a.dtype)
-    grid = (math.ceil(m / tile), math.ceil(n / tile), a3.shape[0])
-    cb.compiled("4.5", tile)[grid, (tile, tile)](
-        out.storage,
-        a3.storage,
-        cb.meta(a3.strides),
-        a3.offset,
-        b3.storage,
-        cb.meta(b3.strides),
-        b3.offset,
-        n,
-        k,
-        m,
+    return Tensor._make(
+        cb.launch_matmul(cb.compiled("4.5", tile), a._data, b._data, tile, a.dtype), "cuda"
     )
-    return Tensor._make(TensorData.contiguous(out.storage, out.shape), "cuda")
