@@ -117,12 +117,13 @@ def test_cond_needs_operands_for_traced_values():
 
     with pytest.raises(OpError, match="another trace"):
         minitorch.jit(leaky).trace(minitorch.ones(2), minitorch.ones(2))
-    # eager cond evaluates one branch only
-    seen = []
+    # eager cond runs one branch and traces the other, so mismatches show up before jit
     out = minitorch.cond(
-        minitorch.tensor(True), lambda a: a + 1, lambda a: seen.append(1), minitorch.ones(2)
+        minitorch.tensor(True), lambda a: a + 1, lambda a: a * 0, minitorch.ones(2)
     )
-    assert seen == [] and out.tolist() == [2.0, 2.0]
+    assert out.tolist() == [2.0, 2.0]
+    with pytest.raises(OpError, match="different results: true gives float32\\[2\\], false gives"):
+        minitorch.cond(minitorch.tensor(True), lambda a: a, lambda a: a.sum(), minitorch.ones(2))
 
 
 def test_trace_function_without_data_and_proxy_metadata():

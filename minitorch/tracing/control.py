@@ -56,9 +56,10 @@ def trace_cond(tracer: Tracer, pred, true_fn, false_fn, operands: tuple) -> Prox
 def cond(pred, true_fn, false_fn, *operands):
     """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``, traceable as one node.
 
-    In eager mode only the chosen branch runs. Under ``jit`` both branches are
-    traced into subgraphs; they must return one tensor of the same shape and
-    dtype. Branches receive the values they use as ``operands`` (a branch that
+    In eager mode only the chosen branch runs, and the other is traced (not
+    run) to check that both return the same shape and dtype, so a mismatch is
+    caught before the function is ever compiled. Under ``jit`` both branches
+    are traced into subgraphs. Branches receive the values they use as ``operands`` (a branch that
     captures a traced value from outside raises an error).
     """
     for x in operands:
@@ -76,7 +77,18 @@ def cond(pred, true_fn, false_fn, *operands):
                 f"the predicate must have one element, got shape {pred.shape}",
                 hint="reduce it first, e.g. (x > 0).sum() > 0",
             )
-        return true_fn(*operands) if bool(pred) else false_fn(*operands)
+        taken, other = ("true", "false") if bool(pred) else ("false", "true")
+        fns = {"true": true_fn, "false": false_fn}
+        out = fns[taken](*operands)
+        other_spec = trace_branch(fns[other], operands, other).outputs[0].spec
+        if not isinstance(out, Tensor) or out.spec != other_spec:
+            got = out.spec if isinstance(out, Tensor) else type(out).__name__
+            raise OpError(
+                "cond",
+                f"branches return different results: {taken} gives {got}, {other} gives {other_spec}",
+                hint="both branches must return one tensor of the same shape and dtype",
+            )
+        return out
     if not isinstance(pred, Tensor):
         return true_fn(*operands) if pred else false_fn(*operands)
     return trace_cond(traced[0]._tracer, pred, true_fn, false_fn, tuple(operands))
