@@ -60,8 +60,8 @@ class PythonBackend(Backend):
             return lambda a, out: _map(fn, a, out)
         if op.kind is OpKind.BROADCAST and op.num_inputs == 2:
             return lambda a, b, out: _zip(fn, a, b, out)
-        if op.kind is OpKind.REDUCE:
-            start = {"sum": 0, "max": float("-inf"), "min": float("inf")}[op.name]
+        start = {"sum": 0, "max": float("-inf"), "min": float("inf")}.get(op.name)
+        if op.kind is OpKind.REDUCE and start is not None:
 
             def reduce_kernel(a, out, axis, keepdims):
                 if a.size == 0:  # an empty sum: nothing to fold
