@@ -24,7 +24,7 @@ from pathlib import Path
 from .manifest import ROOT, Item
 from .runner import Result, child_env
 
-CELL_TIMEOUT = 600  # nbgrader's default of 30 s is too short for Numba compiles
+CELL_TIMEOUT = 300  # nbgrader's default of 30 s is too short for Numba compiles
 EXERCISES = ROOT / "exercises"
 
 
@@ -87,7 +87,7 @@ def autograde(source: Path, submission: Path) -> dict[str, tuple[float, float]]:
 
 
 def grade_lab(
-    items: list[Item], source: Path, submission: Path, mode: str, timeout: float = 900
+    items: list[Item], source: Path, submission: Path, mode: str, timeout: float = 600
 ) -> dict[str, Result]:
     """Grade one lab notebook in a child process; every item gets a result."""
     if not submission.exists():

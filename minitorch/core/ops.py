@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from ..tensor.indexing import broadcast_shape
-from ..tensor.views import permute_error
+from ..tensor.views import index_error, permute_error
 from . import dtypes as dt
 from .errors import OpError
 from .registry import REQUIRED, OpKind, Spec, register_op
@@ -329,8 +329,6 @@ def _getitem_infer(a: Spec, key) -> Spec:
         if isinstance(k, slice):
             shape.append(len(range(*k.indices(a.shape[d]))))
         elif not -a.shape[d] <= k < a.shape[d]:
-            from ..tensor.views import index_error
-
             raise index_error(k, d, a.shape[d])
     return Spec(tuple(shape) + a.shape[len(key) :], a.dtype, a.device)
 
