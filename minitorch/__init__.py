@@ -39,6 +39,8 @@ from .nn import optim  # chapter 2
 from .autograd import *  # noqa: F403  chapter 2
 from .tracing import *  # noqa: F403  chapter 5
 from . import autograd, tracing
+from . import passes  # chapter 6
+from .passes import register_pass
 
 __all__ = [
     "OPS",
@@ -78,6 +80,8 @@ __all__ = [
     "synchronize",
     "nn",
     "optim",
+    "passes",
+    "register_pass",
     *autograd.__all__,
     *tracing.__all__,
 ]

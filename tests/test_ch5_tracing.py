@@ -74,7 +74,7 @@ def test_dump_graph_env_and_debug(tmp_path, monkeypatch, capsys):
     f(minitorch.ones(2))
     printed = capsys.readouterr().out
     assert "exp(%x)" in printed
-    files = sorted(p.name for p in tmp_path.iterdir())
+    files = sorted(p.name for p in tmp_path.iterdir() if p.is_file())  # dirs: ch6 passes
     assert files == ["lambda_1_0.dot", "lambda_1_0.txt"]
     assert "exp" in (tmp_path / "lambda_1_0.txt").read_text()
     f(minitorch.ones(3))

@@ -226,11 +226,15 @@ class Graph:
         verify_graph(self)
         return self
 
-    def compile(self, backend: str | None = None):
-        """Verify the graph and freeze it into a runnable ``CompiledGraph``."""
-        from .interpreter import CompiledGraph
+    def compile(self, backend: str | None = None, passes=None, debug: bool = False):
+        """Verify, optimise a copy with ``passes`` (chapter 6) and lower it to a runnable plan.
 
-        return CompiledGraph(self.verify(), backend)
+        ``passes=None`` runs the default pipeline, ``passes=[]`` none; ``debug``
+        verifies after every pass and dumps each stage (as ``MINITORCH_DUMP_GRAPH`` does).
+        """
+        from ..passes import compile_graph
+
+        return compile_graph(self, backend, passes, debug)
 
     def __call__(self, *inputs):
         from .interpreter import interpret

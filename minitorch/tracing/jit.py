@@ -143,7 +143,9 @@ class Trace:
         return self.graphs[0]
 
 
-def trace_call(fn, binder, names, values, bound, fullgraph: bool, name: str, run=True) -> Trace:
+def trace_call(
+    fn, binder, names, values, bound, fullgraph: bool, name: str, run=True, passes=None, debug=False
+) -> Trace:
     """Trace ``fn`` on concrete ``values``; breaks split the graph unless ``fullgraph``.
 
     With ``run`` the graph is also compiled and run on ``values`` (the result of this call).
@@ -175,7 +177,7 @@ def trace_call(fn, binder, names, values, bound, fullgraph: bool, name: str, run
     tracer.graph.set_outputs(leaves, tree)
     if not run:
         return Trace([tracer.graph], [], None, None, slots)
-    compiled = tracer.graph.compile()
+    compiled = tracer.graph.compile(passes=passes, debug=debug)  # chapter 6 passes
     out = compiled.run(*(values[i] for i in slots))
     return Trace([tracer.graph], [], out, compiled, slots)
 
@@ -202,8 +204,9 @@ def _dump(graphs: list[Graph], debug: bool, tag: str) -> None:
 class JitFunction:
     """A function that is traced per input signature and then runs its cached graph."""
 
-    def __init__(self, fn, fullgraph=False, debug=False, cache_limit=8):
+    def __init__(self, fn, fullgraph=False, debug=False, cache_limit=8, passes=None):
         functools.update_wrapper(self, fn)
+        self.passes = passes  # chapter 6: None runs the default pipeline
         self.fn, self.fullgraph, self.debug, self.cache_limit = fn, fullgraph, debug, cache_limit
         self._binder = _Binder(fn)
         self.cache: dict[tuple, Trace] = {}
@@ -252,7 +255,17 @@ class JitFunction:
         return entry.result
 
     def _trace(self, names, values, bound) -> Trace:
-        t = trace_call(self.fn, self._binder, names, values, bound, self.fullgraph, self.name)
+        t = trace_call(
+            self.fn,
+            self._binder,
+            names,
+            values,
+            bound,
+            self.fullgraph,
+            self.name,
+            passes=self.passes,
+            debug=self.debug,
+        )
         self.trace_count += 1
         _dump(t.graphs, self.debug, f"{self.name}_{self.trace_count}")
         return t
@@ -278,19 +291,23 @@ class JitFunction:
 _ATTR = "__minitorch_jit__"
 
 
-def jit(fn=None, *, fullgraph: bool = False, debug: bool = False, cache_limit: int = 8):
+def jit(fn=None, *, fullgraph=False, debug=False, cache_limit=8, passes=None):
     """Trace ``fn`` into a graph on first call per signature; run the cached graph afterwards.
 
     ``@minitorch.jit``, ``@minitorch.jit(fullgraph=True)`` and ``minitorch.jit(fn)(x)``
     all work; calling ``minitorch.jit`` again on the same function with the same
     options returns the same cached object. ``debug=True`` (or
-    ``MINITORCH_DUMP_GRAPH=<dir>``) writes every graph as text and DOT.
+    ``MINITORCH_DUMP_GRAPH=<dir>``) writes every graph as text and DOT. ``passes``
+    chooses the graph passes (chapter 6; None: the default pipeline).
     """
     if fn is None:
-        return lambda f: jit(f, fullgraph=fullgraph, debug=debug, cache_limit=cache_limit)
+        return lambda f: jit(
+            f, fullgraph=fullgraph, debug=debug, cache_limit=cache_limit, passes=passes
+        )
+    passes = None if passes is None else tuple(passes)
     if isinstance(fn, JitFunction):
         fn = fn.fn
-    options = (fullgraph, debug, cache_limit)
+    options = (fullgraph, debug, cache_limit, passes)
     per_fn = getattr(fn, "__dict__", {}).get(_ATTR)
     if per_fn is None:
         per_fn = {}
@@ -311,6 +328,7 @@ class ExplainOutput:
     break_reasons: list[Break]
     graphs: list[Graph]
     out: object = None
+    pass_stats: list = field(default_factory=list)  # chapter 6
 
     @property
     def op_count(self) -> int:
@@ -327,6 +345,9 @@ class ExplainOutput:
         if self.break_reasons:
             lines.append("Break reasons:")
             lines += [f"  {k + 1}. {b}" for k, b in enumerate(self.break_reasons)]
+        if self.pass_stats:
+            lines.append("Passes:")
+            lines += [f"  {s}" for s in self.pass_stats]
         return "\n".join(lines)
 
 
@@ -341,6 +362,7 @@ def explain(fn):
         t = trace_call(inner, binder, names, values, bound, False, name)
         graphs = [g for g in t.graphs if len(g)]
         out = ExplainOutput(len(graphs), len(t.breaks), list(t.breaks), graphs, t.result)
+        out.pass_stats = list(getattr(t.compiled, "stats", []))
         print(out)
         return out
 

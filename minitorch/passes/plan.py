@@ -1,0 +1,241 @@
+"""Lowering to a prepared plan (exercises 6.9, 6.10) and the compiled form ``graph.compile()``.
+
+Eager execution pays, on every op of every call, for ``dispatch`` (find the op,
+bind its attributes), shape inference, the eager checks, choosing a kernel and
+wrapping the result in a Tensor. A traced graph already knows all of that. A
+:class:`Plan` keeps only what must happen at run time: for each node its
+kernel, the slots its inputs live in, the slot of its result and its
+pre-inferred spec. Running it is one flat loop of kernel calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..backends import base as backends
+from ..core.errors import OpError
+from ..core.ops import NUMPY_FUNCS
+from ..core.registry import OpKind, Spec, get_op
+from ..core.tensor import Tensor, is_grad_enabled
+from ..exercises import exercise
+from ..tensor.data import TensorData
+from ..tensor.indexing import strides_from_shape
+from ..tracing.graph import Graph, Node
+from ..tracing.interpreter import CompiledGraph, interpret
+from .manager import dump_folder, optimize
+from .rewrite import clone_graph
+
+
+@dataclass
+class Step:
+    """One kernel call: ``slots[out] = kernel(*slots[args], out=spec, **attrs)``."""
+
+    kernel: Callable
+    args: tuple
+    out: int
+    spec: Spec
+    attrs: dict
+    node: Node | None = None  # where it came from (for plan.txt and errors)
+
+
+@dataclass
+class Plan:
+    """A flat program over numbered slots. ``consts`` are read at every run (a
+    parameter's data changes between calls), ``inputs``/``outputs`` are slot numbers."""
+
+    steps: list = field(default_factory=list)
+    num_slots: int = 0
+    consts: list = field(default_factory=list)  # (slot, Tensor)
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+
+    def text(self) -> str:
+        lines = [f"plan: {len(self.steps)} steps over {self.num_slots} slots"]
+        lines += [f"  s{s} = const {t.spec}" for s, t in self.consts]
+        lines.append(f"  inputs -> {', '.join(f's{s}' for s in self.inputs)}")
+        for st in self.steps:
+            name = st.node.op if st.node is not None else getattr(st.kernel, "__name__", "?")
+            args = ", ".join(f"s{a}" for a in st.args)
+            lines.append(f"  s{st.out} = {name}({args}) : {st.spec}")
+        lines.append(f"  return ({', '.join(f's{s}' for s in self.outputs)})")
+        return "\n".join(lines)
+
+
+@exercise("6.9")
+def lower(graph: Graph, kernel_for: Callable[[Node], Callable]) -> Plan:
+    """Turn ``graph`` into a :class:`Plan`; every node gets one slot.
+
+    Number ``graph.nodes`` in order: node ``k`` lives in slot ``k`` (so
+    ``num_slots = len(graph.nodes)``). Then:
+
+    * each ``const`` node adds ``(slot, node.value)`` to ``plan.consts``;
+    * each other non-``input`` node adds ``Step(kernel_for(node), args, slot,
+      node.spec, node.attrs, node)`` where ``args`` is the tuple of its inputs' slots;
+    * ``plan.inputs`` holds the slots of ``graph.inputs`` and ``plan.outputs``
+      those of ``graph.outputs``, in order.
+
+    ``kernel_for`` is called once per node, here, and never when the plan runs.
+
+    Example:
+        >>> p = lower(g, kernel_for)   # %x = input ; c1 = const 2.0 ; %2 = mul(%x, c1)
+        >>> p.inputs, p.consts[0][0], p.steps[0].args, p.steps[0].out, p.outputs
+        ([0], 1, (0, 1), 2, [2])
+
+    Hint: a dict ``{node: slot}`` built in one walk.
+    """
+    raise NotImplementedError("Exercise 6.9: lower")
+
+
+@exercise("6.10")
+def run_plan(plan: Plan, inputs: list) -> list:
+    """Run ``plan`` on ``inputs`` (one ``TensorData`` per graph input); return the outputs' data.
+
+    Make a list of ``plan.num_slots`` slots; put each input's data in its slot
+    and each constant's current data (``tensor._data``, read now: an optimizer
+    may have replaced it since the plan was made) in its slot; then for each
+    step ``slots[step.out] = step.kernel(*(slots[a] for a in step.args),
+    out=step.spec, **step.attrs)``. Return ``[slots[s] for s in plan.outputs]``.
+    No ``dispatch``, no shape inference, no checks: the plan was checked once.
+
+    Example:
+        >>> run_plan(p, [x._data])[0].to_numpy()     # x * 2
+        array([2., 4.], dtype=float32)
+    """
+    raise NotImplementedError("Exercise 6.10: run_plan")
+
+
+def kernel_for(backend: str | None) -> Callable[[Node], Callable]:
+    """The kernel a node runs with on ``backend`` (default: the device's current backend)."""
+
+    def find(node: Node) -> Callable:
+        if node.op == "cond":
+            return _cond_kernel(node)
+        b = backends.get_backend(backend) if backend else backends.current(node.spec.device)
+        op = get_op(node.op)
+        k = b.kernel(op)
+        if (
+            b.name == "numpy"
+            and op.name in NUMPY_FUNCS
+            and not (op.kernels.keys() & {"numpy", "*"})
+        ):
+            if op.kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST):
+                return _prepared(NUMPY_FUNCS[op.name], node)
+        return k
+
+    return find
+
+
+def _prepared(fn: Callable, node: Node) -> Callable:
+    """The numpy backend's generic kernel, specialised to the specs the graph knows.
+
+    The layouts a contiguous input would have and the output's strides are
+    computed once here instead of on every call; the numpy error state is set
+    once per plan run (see ``CompiledPlan.run``) instead of once per op.
+    """
+    spec = node.spec
+    shape, dtype = spec.shape, spec.dtype
+    strides = tuple(strides_from_shape(shape))
+    expect = [(tuple(strides_from_shape(i.spec.shape)), i.spec.shape) for i in node.inputs]
+
+    def view(d: TensorData, k: int):
+        st, sh = expect[k]
+        if d.offset == 0 and d.strides == st and d.storage.size == d.size:
+            return d.storage.reshape(sh)
+        return d.as_numpy_view()
+
+    def kernel(*inputs, out):
+        r = np.asarray(fn(*(view(d, k) for k, d in enumerate(inputs))), dtype=dtype)
+        return TensorData(np.ascontiguousarray(r).reshape(-1), shape, strides, 0)
+
+    kernel.__name__ = node.op
+    return kernel
+
+
+def _cond_kernel(node: Node) -> Callable:
+    """``cond`` picks a branch from a value, so it runs its branch graph when called."""
+    device = node.spec.device
+
+    def cond(pred, *operands, out, **attrs):
+        args = [Tensor._make(d, device) for d in (pred, *operands)]
+        branch = node.attrs["true_graph"] if bool(args[0]) else node.attrs["false_graph"]
+        return interpret(branch, *args[1:])._data
+
+    return cond
+
+
+class CompiledPlan(CompiledGraph):
+    """What ``graph.compile()`` returns: the optimised graph, its pass statistics and its plan.
+
+    ``traced`` is the graph as traced (never modified), ``graph`` the optimised
+    copy, ``stats`` one :class:`PassStat` per pass run. Calls with autograd
+    recording (an input or a parameter requiring grad) interpret the optimised
+    graph through ``dispatch`` so backward works; all others run the plan.
+    """
+
+    def __init__(self, traced: Graph, graph: Graph, backend, stats):
+        super().__init__(graph, backend)
+        self.traced, self.stats = traced, stats
+        self.devices = sorted({n.spec.device for n in graph.nodes} or {"cpu"})
+        self.grad_consts = any(n.value.requires_grad for n in graph.constants)
+        self._plans: dict = {}
+        self._out_devices = [n.spec.device for n in graph.outputs]
+
+    @property
+    def plan(self) -> Plan:
+        key = self.backend or tuple(backends.current(d).name for d in self.devices)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = lower(self.graph, kernel_for(self.backend))
+        return plan
+
+    def run(self, *inputs):
+        specs = self.specs
+        if len(inputs) != len(specs):
+            raise OpError("run", f"the graph takes {len(specs)} input(s), got {len(inputs)}")
+        grad = False
+        for x, s in zip(inputs, specs):
+            if x.shape != s.shape or x.dtype != s.dtype or x.device != s.device:
+                return super().run(*inputs)  # raises the chapter-5 error
+            grad = grad or x.requires_grad
+        if (grad or self.grad_consts) and is_grad_enabled():
+            return super().run(*inputs)
+        ctx = backends.use_backend(self.backend) if self.backend else contextlib.nullcontext()
+        with ctx, np.errstate(all="ignore"):  # inf/nan follow IEEE, as in eager
+            outs = run_plan(self.plan, [x._data for x in inputs])
+        make = Tensor._make
+        return self.graph.unflatten([make(d, dev) for d, dev in zip(outs, self._out_devices)])
+
+    __call__ = run
+
+    def __repr__(self) -> str:
+        return (
+            f"<CompiledPlan {self.graph.name}: {len(self.traced)} ops traced, "
+            f"{len(self.graph)} after passes>"
+        )
+
+
+_dumps: dict[str, int] = {}  # dumps per graph name, so a retrace does not overwrite
+
+
+def compile_graph(graph: Graph, backend=None, passes=None, debug=False) -> CompiledPlan:
+    """Verify ``graph``, optimise a copy with ``passes`` (default pipeline if None), lower it."""
+    graph.verify()
+    work = clone_graph(graph)
+    folder = dump_folder(debug)
+    dump = None
+    if folder:
+        _dumps[graph.name] = _dumps.get(graph.name, 0) + 1
+        dump = os.path.join(folder, f"{graph.name}_{_dumps[graph.name]}_passes")
+    stats = optimize(work, passes, debug=debug, dump=dump)
+    if debug:
+        work.verify()
+    compiled = CompiledPlan(graph, work, backend, stats)
+    if dump:
+        with open(os.path.join(dump, "plan.txt"), "w", encoding="utf-8") as f:
+            f.write(compiled.plan.text() + "\n")
+    return compiled
