@@ -62,6 +62,8 @@ def common_subexpressions(graph: Graph) -> int:
       where the input identities are ``tuple(id(i) for i in node.inputs)``,
       sorted for the ``COMMUTATIVE`` ops only (``a - b`` is not ``b - a``);
     * on a hit, ``replace_all_uses(node, first)``; the duplicate becomes dead.
+      Count a merge only when that changed at least one use (a duplicate left
+      dead by an earlier run is not a new merge, so a second run returns 0).
 
     Example:
         >>> print(g)   # %1 = exp(%x) ; %2 = exp(%x) ; %3 = add(%1, %2)

@@ -64,8 +64,7 @@ def common_subexpressions(graph):
         first = seen.get(key)
         if first is None:
             seen[key] = n
-        else:
-            replace_all_uses(n, first)
+        elif replace_all_uses(n, first):
             merged += 1
     return merged
 
