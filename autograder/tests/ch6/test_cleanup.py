@@ -60,7 +60,9 @@ def test_replace_all_uses_rewires_users_and_outputs():
     check(m in g.nodes, "6.1", "the old node stays in the graph (DCE removes it)")
     check(users_consistent(g), "6.1", "users lists disagree with inputs lists", g=str(g))
     check(replace_all_uses(a, a) == 0, "6.1", "replacing a node by itself changes nothing")
-    check(users_consistent(g) and g.outputs == [a, y, e], "6.1", "self-replacement changed the graph")
+    check(
+        users_consistent(g) and g.outputs == [a, y, e], "6.1", "self-replacement changed the graph"
+    )
 
 
 @graded("6.1", points=2)

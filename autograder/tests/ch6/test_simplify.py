@@ -1,0 +1,179 @@
+"""Graded tests, chapter 6: the pattern mechanism (6.5), identity rules (6.6), view pairs (6.7)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minitorch
+from autograder.harness import check, graded
+from minitorch import Spec
+from minitorch.passes import SAFE, Pattern, apply_patterns, compose_views, identity_operand
+from minitorch.tracing import Graph
+
+from .util import cases, check_pass, const, node, outputs, same_outputs
+
+F32 = np.dtype("float32")
+
+
+def _graph(shape=(2, 3), dtype=F32):
+    g = Graph("g")
+    return g, g.add_input(Spec(shape, np.dtype(dtype)), "x")
+
+
+# ---------------------------------------------------------------- 6.5
+
+
+@graded("6.5", points=2)
+def test_apply_patterns_first_match_counts_and_sweeps():
+    g, x = _graph()
+    a = node(g, "neg", node(g, "neg", x))
+    b = node(g, "mul", a, const(g, 1.0))
+    g.set_outputs([b])
+    counts = apply_patterns(g, SAFE)
+    check(g.outputs == [x], "6.5", "neg(neg(x)) * 1 must become x", got=g.outputs, graph=str(g))
+    want = {"neg_neg": 1, "identity": 1}
+    check(counts == want, "6.5", "wrong counts per pattern", got=counts, expected=want)
+
+    seen = []
+    first = Pattern("first", "exp", lambda n: seen.append("first") or n)
+    second = Pattern("second", "exp", lambda n: seen.append("second") or n)
+    g2, x2 = _graph()
+    e = node(g2, "exp", x2)
+    node(g2, "exp", x2)  # dead: never looked at
+    g2.set_outputs([e])
+    counts = apply_patterns(g2, [first, second], max_sweeps=3)
+    check(
+        seen == ["first"] * 3,
+        "6.5",
+        "try patterns in table order, stop at the first match, skip dead nodes, "
+        "and sweep again while something changed (at most max_sweeps times)",
+        calls=seen,
+    )
+    check(counts == {"first": 3}, "6.5", "count every change", got=counts)
+    none = Pattern("never", "tanh", lambda n: None)
+    check(apply_patterns(g2, [none]) == {}, "6.5", "patterns that never match are not listed")
+
+
+@graded("6.5", points=2)
+@settings(max_examples=20)
+@given(cases(redundancy=True))
+def test_safe_patterns_keep_outputs_bit_for_bit(case):
+    graph, inputs = case
+    g, counts = check_pass("6.5", graph, inputs, lambda g: apply_patterns(g, SAFE))
+    check(counts.get("identity", 0) >= 3, "6.5", "the planted identities were missed", got=counts)
+    check(apply_patterns(g, SAFE) == {}, "6.5", "not at a fixed point: a second call still matched")
+
+
+# ---------------------------------------------------------------- 6.6
+
+
+@graded("6.6", points=2)
+def test_identity_operand_cases():
+    g, x = _graph()
+    gi, xi = _graph(dtype="int64")
+    gb, xb = _graph(shape=(3,))
+    hits = [
+        node(g, "mul", x, const(g, 1.0)),
+        node(g, "mul", const(g, 1.0), x),
+        node(g, "mul", x, const(g, np.ones((2, 3)))),
+        node(g, "div", x, const(g, 1.0)),
+        node(g, "sub", x, const(g, 0.0)),
+        node(g, "add", x, const(g, -0.0)),
+        node(g, "add", const(g, -0.0), x),
+        node(gi, "add", xi, const(gi, 0, dtype=np.int64)),
+    ]
+    for n in hits:
+        check(
+            identity_operand(n) is n.inputs[0 if n.inputs[0].op == "input" else 1],
+            "6.6",
+            "this is an identity",
+            node=n.format(),
+        )
+    misses = [
+        node(g, "div", const(g, 1.0), x),  # 1 / x
+        node(g, "sub", const(g, 0.0), x),  # 0 - x is -x
+        node(g, "add", x, const(g, 0.0)),  # -0.0 + 0.0 is +0.0
+        node(g, "mul", x, const(g, [1.0, 2.0, 1.0])),  # not all ones
+        node(g, "mul", x, const(g, 0.0)),  # x * 0 is not 0 for inf and NaN
+        node(gb, "mul", xb, const(gb, np.ones((2, 3)))),  # broadcasts x to a bigger shape
+        node(gi, "mul", xi, const(gi, 1.0)),  # promotes int64 to float
+        node(g, "mul", x, g.add_const(minitorch.ones(1, requires_grad=True))),  # a parameter
+    ]
+    for n in misses:
+        got = identity_operand(n)
+        check(got is None, "6.6", "not an identity: keep the node", node=n.format(), got=got)
+
+
+@graded("6.6", points=2)
+@settings(max_examples=25)
+@given(st.sampled_from(["mul1", "div1", "sub0", "addm0", "add0", "mul0"]), st.integers(0, 99))
+def test_compiled_identities_match_eager_on_special_values(rule, seed):
+    values = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.0, 1e-40], dtype=np.float32)
+    x = minitorch.tensor(np.random.default_rng(seed).permutation(values))
+    fn = {
+        "mul1": lambda x: x * 1.0,
+        "div1": lambda x: x / 1.0,
+        "sub0": lambda x: x - 0.0,
+        "addm0": lambda x: x + (-0.0),
+        "add0": lambda x: x + 0.0,
+        "mul0": lambda x: x * 0.0,
+    }[rule]
+    want = fn(x).numpy()
+    got = minitorch.jit(fn).trace(x).compile()(x).numpy()
+    same = np.array_equal(got, want, equal_nan=True) and np.array_equal(
+        np.signbit(got), np.signbit(want)
+    )
+    check(
+        same,
+        "6.6",
+        f"{rule}: compiled differs from eager (sign of zero, inf, NaN)",
+        x=x.numpy(),
+        got=got,
+        expected=want,
+    )
+
+
+# ---------------------------------------------------------------- 6.7
+
+
+@graded("6.7", points=2)
+def test_compose_views_cases():
+    g, x = _graph(shape=(2, 3, 4))
+    t = node(g, "permute", node(g, "permute", x, order=(1, 0, 2)), order=(1, 0, 2))
+    check(compose_views(t) is x, "6.7", "transpose of transpose is x", node=t.format())
+    p = node(g, "permute", node(g, "permute", x, order=(1, 2, 0)), order=(1, 2, 0))
+    got = compose_views(p)
+    check(got is p and p.inputs == [x], "6.7", "two permutes become one permute of x", got=got)
+    check(p.attrs["order"] == (2, 0, 1), "6.7", "wrong composed order", got=p.attrs["order"])
+    r = node(g, "reshape", node(g, "reshape", x, shape=(6, 4)), shape=(4, 6))
+    got = compose_views(r)
+    check(got is r and r.inputs == [x], "6.7", "reshape of reshape reads x directly", got=got)
+    r2 = node(g, "reshape", node(g, "reshape", x, shape=(24,)), shape=(2, 3, 4))
+    check(compose_views(r2) is x, "6.7", "a reshape pair back to x's shape is x")
+    mixed = node(g, "permute", node(g, "reshape", x, shape=(4, 6)), order=(1, 0))
+    check(compose_views(mixed) is None, "6.7", "a permute of a reshape is not one view")
+    check(
+        x.users.count(r) == 1 and x.users.count(p) == 1, "6.7", "use set_input: users must follow"
+    )
+
+
+@graded("6.7", points=2)
+@settings(max_examples=20)
+@given(st.permutations([0, 1, 2]), st.permutations([0, 1, 2]), st.integers(0, 99))
+def test_permute_pairs_compile_to_eager(p, q, seed):
+    x = minitorch.tensor(np.random.default_rng(seed).standard_normal((2, 3, 4)).astype(np.float32))
+
+    def fn(x):
+        return x.permute(*p).permute(*q).reshape(-1).reshape(4, 6)
+
+    g = minitorch.jit(fn).trace(x)
+    before = outputs(g, [x])
+    compiled = g.compile(passes=["simplify", "dce"])
+    check(
+        same_outputs(before, [compiled(x).numpy()]), "6.7", "compiled differs from eager", p=p, q=q
+    )
+    n_perm = compiled.graph.op_names().count("permute")
+    check(n_perm <= 1, "6.7", "two permutes must become at most one", graph=str(compiled.graph))
+    check(compiled.graph.op_names().count("reshape") == 1, "6.7", "two reshapes must become one")
