@@ -20,7 +20,8 @@ def planted(steps, *xs):
     out1, out2 = run_program(steps, *xs)
     again, _ = run_program(steps, *xs)  # the same chain twice: CSE merges it
     (xs[0] * 3.0).exp()  # dead
-    same = -(-(((again * 1.0) / 1.0 - 0.0).T.T))  # identities
+    ident = ((again * 1.0) / 1.0 - 0.0).T.T  # identities
+    same = (-ident).neg()  # neg(neg(x))
     flat = out2.reshape(-1).reshape(out2.shape) + (-0.0)
     return out1 + same, flat * 1.0
 
