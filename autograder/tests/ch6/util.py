@@ -21,7 +21,8 @@ def planted(steps, *xs):
     again, _ = run_program(steps, *xs)  # the same chain twice: CSE merges it
     (xs[0] * 3.0).exp()  # dead
     ident = ((again * 1.0) / 1.0 - 0.0).T.T  # identities
-    same = (-ident).neg()  # neg(neg(x))
+    negated = -ident
+    same = -negated  # neg(neg(x))
     flat = out2.reshape(-1).reshape(out2.shape) + (-0.0)
     return out1 + same, flat * 1.0
 
