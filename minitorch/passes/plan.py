@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -31,9 +31,11 @@ from .manager import dump_folder, optimize
 from .rewrite import clone_graph
 
 
-@dataclass
-class Step:
-    """One kernel call: ``slots[out] = kernel(*slots[args], out=spec, **attrs)``."""
+class Step(NamedTuple):
+    """One kernel call: ``slots[out] = kernel(*slots[args], out=spec, **attrs)``.
+
+    A named tuple, so a loop can unpack it in one go (the plan's loop is the hot path).
+    """
 
     kernel: Callable
     args: tuple
@@ -140,17 +142,44 @@ def _prepared(fn: Callable, node: Node) -> Callable:
     spec = node.spec
     shape, dtype = spec.shape, spec.dtype
     strides = tuple(strides_from_shape(shape))
-    expect = [(tuple(strides_from_shape(i.spec.shape)), i.spec.shape) for i in node.inputs]
 
-    def view(d: TensorData, k: int):
-        st, sh = expect[k]
-        if d.offset == 0 and d.strides == st and d.storage.size == d.size:
-            return d.storage.reshape(sh)
-        return d.as_numpy_view()
+    def viewer(i: Node) -> Callable:
+        st, sh, n = tuple(strides_from_shape(i.spec.shape)), i.spec.shape, i.spec.size
 
-    def kernel(*inputs, out):
-        r = np.asarray(fn(*(view(d, k) for k, d in enumerate(inputs))), dtype=dtype)
-        return TensorData(np.ascontiguousarray(r).reshape(-1), shape, strides, 0)
+        def view(d: TensorData):
+            if d.offset == 0 and d.strides == st and d.storage.size == n:
+                return d.storage.reshape(sh)
+            return d.as_numpy_view()
+
+        return view
+
+    def done(r) -> TensorData:
+        if r.dtype != dtype:
+            r = r.astype(dtype)
+        # reshape(-1) copies only when r is not in C order (ufuncs keep a transposed layout)
+        return TensorData(r.reshape(-1), shape, strides, 0)
+
+    if len(node.inputs) == 1:
+        va = viewer(node.inputs[0])
+
+        def kernel(a, out):
+            r = fn(va(a))
+            if r.dtype != dtype:
+                r = r.astype(dtype)
+            return TensorData(r.reshape(-1), shape, strides, 0)
+    elif len(node.inputs) == 2:
+        va, vb = viewer(node.inputs[0]), viewer(node.inputs[1])
+
+        def kernel(a, b, out):
+            r = fn(va(a), vb(b))
+            if r.dtype != dtype:
+                r = r.astype(dtype)
+            return TensorData(r.reshape(-1), shape, strides, 0)
+    else:
+        views = [viewer(i) for i in node.inputs]
+
+        def kernel(*inputs, out):
+            return done(fn(*(v(d) for v, d in zip(views, inputs))))
 
     kernel.__name__ = node.op
     return kernel

@@ -185,6 +185,6 @@ def run_plan(plan, inputs):
         slots[s] = d
     for s, t in plan.consts:
         slots[s] = t._data
-    for st in plan.steps:
-        slots[st.out] = st.kernel(*[slots[a] for a in st.args], out=st.spec, **st.attrs)
+    for kernel, args, out, spec, attrs, _ in plan.steps:
+        slots[out] = kernel(*[slots[a] for a in args], out=spec, **attrs)
     return [slots[s] for s in plan.outputs]
