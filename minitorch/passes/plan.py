@@ -11,6 +11,7 @@ pre-inferred spec. Running it is one flat loop of kernel calls.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
@@ -213,6 +214,7 @@ class CompiledPlan(CompiledGraph):
         self.grad_consts = any(n.value.requires_grad for n in graph.constants)
         self._plans: dict = {}
         self._out_devices = [n.spec.device for n in graph.outputs]
+        self.interpreted = False  # True once lowering or run_plan turned out unimplemented
 
     @property
     def plan(self) -> Plan:
@@ -231,11 +233,19 @@ class CompiledPlan(CompiledGraph):
             if x.shape != s.shape or x.dtype != s.dtype or x.device != s.device:
                 return super().run(*inputs)  # raises the chapter-5 error
             grad = grad or x.requires_grad
-        if (grad or self.grad_consts) and is_grad_enabled():
+        if (grad or self.grad_consts) and is_grad_enabled() or self.interpreted:
             return super().run(*inputs)
         ctx = backends.use_backend(self.backend) if self.backend else contextlib.nullcontext()
-        with ctx, np.errstate(all="ignore"):  # inf/nan follow IEEE, as in eager
-            outs = run_plan(self.plan, [x._data for x in inputs])
+        try:
+            with ctx, np.errstate(all="ignore"):  # inf/nan follow IEEE, as in eager
+                outs = run_plan(self.plan, [x._data for x in inputs])
+        except NotImplementedError as e:
+            if "Exercise 6." not in str(e):
+                raise
+            # Chapter 6 not done yet: earlier chapters' jit keeps working, interpreted.
+            log.info("%s: running the graph with the chapter-5 interpreter", e)
+            self.interpreted = True
+            return super().run(*inputs)
         make = Tensor._make
         return self.graph.unflatten([make(d, dev) for d, dev in zip(outs, self._out_devices)])
 
@@ -248,6 +258,7 @@ class CompiledPlan(CompiledGraph):
         )
 
 
+log = logging.getLogger("minitorch.passes")
 _dumps: dict[str, int] = {}  # dumps per graph name, so a retrace does not overwrite
 
 
@@ -260,11 +271,21 @@ def compile_graph(graph: Graph, backend=None, passes=None, debug=False) -> Compi
     if folder:
         _dumps[graph.name] = _dumps.get(graph.name, 0) + 1
         dump = os.path.join(folder, f"{graph.name}_{_dumps[graph.name]}_passes")
-    stats = optimize(work, passes, debug=debug, dump=dump)
+    try:
+        stats = optimize(work, passes, debug=debug, dump=dump)
+    except NotImplementedError as e:
+        if "Exercise 6." not in str(e):
+            raise
+        # Chapter 6 not done yet: chapter 5's jit must keep working, unoptimised.
+        log.info("%s: the graph runs without passes", e)
+        work, stats = clone_graph(graph), []
     if debug:
         work.verify()
     compiled = CompiledPlan(graph, work, backend, stats)
     if dump:
         with open(os.path.join(dump, "plan.txt"), "w", encoding="utf-8") as f:
-            f.write(compiled.plan.text() + "\n")
+            try:
+                f.write(compiled.plan.text() + "\n")
+            except NotImplementedError as e:
+                f.write(f"no plan: {e}\n")
     return compiled

@@ -87,6 +87,8 @@ def bench_plan_call_skips_dispatch(report):
     fn = tiny_chain(100)
     compiled = minitorch.jit(fn)
     check(_same(compiled(x, y), fn(x, y)), "6.10", "the compiled call differs from eager")
+    entry = compiled.cache[next(iter(compiled.cache))].compiled
+    check(not entry.interpreted, "6.10", "the compiled call must run the plan")
     r, t_plan, t_eager = ratio(lambda: compiled(x, y), lambda: fn(x, y))
     report(
         plan_over_eager=r,
@@ -111,6 +113,7 @@ def bench_planted_redundancy_model(report):
     )
     traced = compiled.trace(x, w1, w2)
     ops = len(compiled.cache[next(iter(compiled.cache))].compiled.graph)
+    check(ops < len(traced), "6.8", "the passes removed nothing", graph=str(traced))
     r, t_eager, t_compiled = ratio(lambda: naive_mlp(x, w1, w2), lambda: compiled(x, w1, w2))
     report(speedup=r, ops_traced=len(traced), ops_compiled=ops, eager_us=t_eager * 1e6)
 

@@ -130,6 +130,7 @@ def test_compiled_calls_match_eager(case):
     compiled = graph.compile()
     got = compiled(*inputs)
     got = got if isinstance(got, (tuple, list)) else [got]
+    check(not compiled.interpreted, "6.10", "the call must run the plan", graph=str(compiled.graph))
     check(
         same_outputs(outputs(graph, inputs), [t.numpy() for t in got]),
         "6.10",
