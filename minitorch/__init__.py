@@ -39,6 +39,7 @@ from .nn import optim  # chapter 2
 from .autograd import *  # noqa: F403  chapter 2
 from .tracing import *  # noqa: F403  chapter 5
 from . import autograd, tracing
+from . import profiler  # chapter 10
 
 __all__ = [
     "OPS",
@@ -78,6 +79,7 @@ __all__ = [
     "synchronize",
     "nn",
     "optim",
+    "profiler",
     *autograd.__all__,
     *tracing.__all__,
 ]
