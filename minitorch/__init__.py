@@ -85,6 +85,15 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str):
+    """``minitorch.onnx`` is imported on first use (it needs the ``onnx`` package)."""
+    if name == "onnx":
+        import importlib
+
+        return importlib.import_module(".onnx", __name__)
+    raise AttributeError(f"module 'minitorch' has no attribute {name!r}")
+
+
 def synchronize(device: str = "cuda") -> None:
     """Wait for queued device work to finish, e.g. before stopping a timer (a no-op on the CPU)."""
     current_backend(device).synchronize()
