@@ -139,7 +139,13 @@ def graph_to_onnx(graph, dynamic, opset=18):
         if node.op == "const":
             names[node] = ctx.const(node.value.numpy(), f"const_{node.name}")
             continue
-        emit = OPS[node.op].onnx if node.op in OPS else None
+        if node.op not in OPS:
+            raise OpError(
+                "onnx.export",
+                f"node %{node.name} is a {node.op!r}, which has no ONNX form here",
+                hint="compute both branches and select with minitorch.where, then export",
+            )
+        emit = OPS[node.op].onnx
         if emit is None:
             raise OpError(
                 "onnx.export",
