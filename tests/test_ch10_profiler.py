@@ -87,3 +87,15 @@ def test_validate_trace_rejects_bad_events(tmp_path):
     path = prof.export_chrome_trace(tmp_path / "t.json")
     assert profiler.load_trace(path)["traceEvents"]
     assert json.load(open(path))["displayTimeUnit"] == "ms"
+
+
+def test_cuda_kernels_are_listed_with_their_launch_shapes():
+    x = minitorch.tensor([[1.0, 2.0], [3.0, 4.0]], device="cuda")
+    with profiler.profile() as prof:
+        y = (x * 2.0).sum()
+    kernels = [e for e in prof.events if e.cat == "kernel"]
+    assert kernels and all("grid" in e.args and "block" in e.args for e in kernels)
+    assert {e.name for e in kernels} >= {"zip"}
+    ops = [e for e in prof.events if e.cat == "op"]
+    assert all(e.backend == "cuda" for e in ops if e.name in ("mul", "sum"))
+    assert float(y.numpy()) == 20.0
