@@ -41,6 +41,7 @@ from .tracing import *  # noqa: F403  chapter 5
 from . import autograd, tracing
 from . import passes  # chapter 6
 from .passes import register_pass
+from . import profiler  # chapter 10
 
 __all__ = [
     "OPS",
@@ -82,9 +83,19 @@ __all__ = [
     "optim",
     "passes",
     "register_pass",
+    "profiler",
     *autograd.__all__,
     *tracing.__all__,
 ]
+
+
+def __getattr__(name: str):
+    """``minitorch.onnx`` is imported on first use (it needs the ``onnx`` package)."""
+    if name == "onnx":
+        import importlib
+
+        return importlib.import_module(".onnx", __name__)
+    raise AttributeError(f"module 'minitorch' has no attribute {name!r}")
 
 
 def synchronize(device: str = "cuda") -> None:

@@ -66,6 +66,7 @@ class OpDef:
     scalar: Callable | None = None  # per-element formula (elementwise/broadcast)
     kernels: dict[str, Callable] = field(default_factory=dict)  # backend name -> kernel
     vjp: Callable | None = None  # chapter 2: vjp(grad, out, *inputs, **attrs)
+    onnx: Callable | None = None  # chapter 10: onnx(ctx, node, names) -> output name
     doc: str = ""
 
     def bind(self, attrs: dict, specs: list[Spec]) -> dict:
@@ -136,6 +137,7 @@ def register_vjp(op_name: str) -> Callable[[Callable], Callable]:
 # Objects that are not concrete tensors (the chapter-5 tracer's values) take over
 # dispatch by defining ``__minitorch_dispatch__(op, inputs, attrs)`` on their type.
 _eager_apply: Callable | None = None
+_profile_hook: Callable | None = None  # chapter 10: set only while a profiler records
 
 
 def dispatch(name: str, *inputs, **attrs):
@@ -147,4 +149,6 @@ def dispatch(name: str, *inputs, **attrs):
         handler = getattr(type(x), "__minitorch_dispatch__", None)
         if handler is not None:
             return handler(op, inputs, attrs)
+    if _profile_hook is not None:
+        return _profile_hook(op, inputs, attrs)
     return _eager_apply(op, inputs, attrs)

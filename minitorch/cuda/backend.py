@@ -29,6 +29,7 @@ from numba.core import config
 from ..backends.base import Backend, register_backend
 from ..core.registry import OpDef, OpKind, register_kernel
 from ..exercises import implementation
+from ..profiler.core import launch  # chapter 10: records launches while profiling
 from ..tensor.data import TensorData
 from ..tensor.indexing import broadcast_shape
 from . import (
@@ -123,9 +124,10 @@ def launch_map(fn, a: TensorData, shape, dtype) -> TensorData:
     out = _empty(shape, dtype)
     if out.size:
         k = compiled("4.1", fn)
-        k[_blocks(out.size, THREADS), THREADS](
-            out.storage, meta(_out_shape(shape)), out.size, *_args(a)
-        )
+        launch(
+            k, _blocks(out.size, THREADS), THREADS,
+            out.storage, meta(_out_shape(shape)), out.size, *_args(a), name="map",
+        )  # fmt: skip
     return out
 
 
@@ -133,9 +135,10 @@ def launch_zip(fn, a: TensorData, b: TensorData, shape, dtype) -> TensorData:
     out = _empty(shape, dtype)
     if out.size:
         k = compiled("4.2", fn)
-        k[_blocks(out.size, THREADS), THREADS](
-            out.storage, meta(_out_shape(shape)), out.size, *_args(a), *_args(b)
-        )
+        launch(
+            k, _blocks(out.size, THREADS), THREADS,
+            out.storage, meta(_out_shape(shape)), out.size, *_args(a), *_args(b), name="zip",
+        )  # fmt: skip
     return out
 
 
@@ -147,9 +150,9 @@ def launch_block_sum(a: TensorData, dtype) -> TensorData:
     k = compiled("4.3", THREADS)
     blocks = _blocks(a.size, THREADS)
     partial = cuda.device_array(blocks, dtype=np.float64)
-    k[blocks, THREADS](partial, flat, a.size)
+    launch(k, blocks, THREADS, partial, flat, a.size, name="block_sum")
     out = cuda.device_array(1, dtype=dtype)
-    k[1, THREADS](out, partial, blocks)
+    launch(k, 1, THREADS, out, partial, blocks, name="block_sum")
     return TensorData.contiguous(out, (1,))
 
 
@@ -161,7 +164,9 @@ def launch_reduce(op: OpDef, a: TensorData, ax: int, dtype) -> TensorData:
     fold = _named_fn("add", lambda x, y: x + y) if op.name == "sum" else device_fn(op)
     k = compiled("4.4", fold, start, REDUCE_THREADS)
     blocks = max(1, min(MAX_BLOCKS, out.size))
-    k[blocks, REDUCE_THREADS](out.storage, meta(shape), out.size, *_args(a), ax)
+    launch(
+        k, blocks, REDUCE_THREADS, out.storage, meta(shape), out.size, *_args(a), ax, name="reduce"
+    )
     return out
 
 
@@ -262,9 +267,10 @@ def launch_matmul(kernel, a: TensorData, b: TensorData, block: int, dtype) -> Te
     result = _empty(batch + (n, m), dtype)
     if result.size:
         grid = (math.ceil(m / block), math.ceil(n / block), a3.shape[0])
-        kernel[grid, (block, block)](
+        launch(
+            kernel, grid, (block, block),
             result.storage, a3.storage, meta(a3.strides), a3.offset,
-            b3.storage, meta(b3.strides), b3.offset, n, k, m,
+            b3.storage, meta(b3.strides), b3.offset, n, k, m, name="matmul",
         )  # fmt: skip
     return result
 

@@ -1,0 +1,203 @@
+"""Graded tests, chapter 10: dynamic dims from two traces (10.5), writing ONNX (10.6).
+
+The exported models are checked with ``onnx.checker`` and run with onnxruntime;
+their outputs must equal minitorch's on the course's MLP and CNN at several
+batch sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import minitorch
+from autograder.harness import assert_close, check, graded
+from minitorch import OpError
+from minitorch.fast.cnn import DigitsCNN
+from minitorch.nn.train import mlp
+from minitorch.onnx import dynamic_dims, export, graph_to_onnx, trace_for_export
+
+
+def _run(model: onnx.ModelProto, *xs):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {f"input{k}": x.numpy() for k, x in enumerate(xs)})
+
+
+def _eager(model, x):
+    with minitorch.no_grad():
+        return model(x).numpy()
+
+
+@graded("10.5", points=2)
+def test_dynamic_dims_of_the_mlp_and_cnn():
+    m = mlp([6, 5, 3], seed=1)
+    a = trace_for_export(m, (minitorch.randn(4, 6),))
+    b = trace_for_export(m, (minitorch.randn(7, 6),))
+    got = dynamic_dims(a, b)
+    want = {n.name: (0,) for n in a.nodes if n.op != "const"}
+    check(
+        got == want,
+        "10.5",
+        "every value of the MLP has a dynamic batch dim",
+        got=got,
+        expected=want,
+    )
+    cnn = DigitsCNN(channels=(2, 3), hidden=4)
+    a = trace_for_export(cnn, (minitorch.randn(2, 1, 8, 8),))
+    b = trace_for_export(cnn, (minitorch.randn(3, 1, 8, 8),))
+    got = dynamic_dims(a, b)
+    check(all(v == (0,) for v in got.values()), "10.5", "only dim 0 changes", got=got)
+    check(len(got) == len([n for n in a.nodes if n.op != "const"]), "10.5", "every non-constant")
+
+
+@graded("10.5", points=2)
+def test_dynamic_dims_several_dims_and_inputs():
+    def f(x, y):
+        return (x.permute(1, 0) @ y).sum(axis=0, keepdims=True), y * 2.0
+
+    a = minitorch.jit(f).trace(minitorch.randn(3, 4), minitorch.randn(3, 5))
+    b = minitorch.jit(f).trace(minitorch.randn(6, 4), minitorch.randn(6, 7))
+    got = dynamic_dims(a, b)
+    names = [n.name for n in a.nodes]
+    want = {names[0]: (0,), names[1]: (0, 1)}  # x: dim 0, y: dims 0 and 1
+    for n in a.ops:
+        if n.op == "permute":
+            want[n.name] = (1,)
+        elif n.op == "matmul" or n.op == "sum":
+            want[n.name] = (1,)
+        elif n.op == "mul":
+            want[n.name] = (0, 1)
+    check(got == want, "10.5", "wrong dynamic dims", got=got, expected=want, graph=a.text())
+
+
+@graded("10.5", points=2)
+def test_dynamic_dims_refuses_shape_dependent_programs():
+    def branchy(x):
+        return x.relu() if x.shape[0] < 5 else x.tanh()
+
+    a = minitorch.jit(branchy).trace(minitorch.randn(4, 2))
+    b = minitorch.jit(branchy).trace(minitorch.randn(5, 2))
+    with pytest.raises(OpError, match="onnx.export"):
+        dynamic_dims(a, b)
+
+    def longer(x):
+        for _ in range(x.shape[0]):
+            x = x + 1.0
+        return x
+
+    a = minitorch.jit(longer).trace(minitorch.randn(2))
+    b = minitorch.jit(longer).trace(minitorch.randn(3))
+    with pytest.raises(OpError, match="onnx.export"):
+        dynamic_dims(a, b)
+
+    def counted(x):
+        return x * minitorch.arange(x.shape[0]).astype(x.dtype)
+
+    a = minitorch.jit(counted).trace(minitorch.randn(3))
+    b = minitorch.jit(counted).trace(minitorch.randn(4))
+    with pytest.raises(OpError, match="onnx.export"):
+        dynamic_dims(a, b)
+
+
+def _matches_at_several_batch_sizes(model, shape):
+    proto = export(model, minitorch.randn(4, *shape), dynamic_axes={"input0": {0: "batch"}})
+    onnx.checker.check_model(proto, full_check=True)
+    dim = proto.graph.input[0].type.tensor_type.shape.dim[0]
+    check(dim.dim_param == "batch", "10.6", "the batch dim of the input must be symbolic", dim=dim)
+    n_params = len(model.parameters())
+    check(
+        len(proto.graph.initializer) >= n_params,
+        "10.6",
+        "every parameter is an initializer",
+        initializers=[i.name for i in proto.graph.initializer],
+    )
+    for batch in (1, 4, 9):
+        x = minitorch.randn(batch, *shape)
+        (got,) = _run(proto, x)
+        assert_close(got, _eager(model, x), "10.6", rtol=1e-5, atol=1e-5, batch=batch)
+
+
+@graded("10.6", points=2)
+def test_exported_mlp_matches_minitorch_at_several_batch_sizes():
+    _matches_at_several_batch_sizes(mlp([64, 32, 10], seed=3), (64,))
+
+
+@graded("10.6", points=2)
+def test_exported_cnn_matches_minitorch_at_several_batch_sizes():
+    _matches_at_several_batch_sizes(DigitsCNN(channels=(4, 8), hidden=16, seed=3), (1, 8, 8))
+
+
+@graded("10.6", points=2)
+def test_many_ops_and_several_outputs():
+    x = minitorch.randn(2, 3, 4)
+    y = minitorch.randn(4)
+
+    def f(x, y):
+        h = (x * y - 1.0).exp() / (x.abs() + 1.0)
+        return (
+            h.sum(axis=1, keepdims=True),
+            h.max(axis=-1),
+            h.mean(),
+            h.argmax(axis=1),
+            h.permute(2, 0, 1).reshape(4, 6),
+            x[0, 1:3, ::2],
+            minitorch.where(x > 0, x, y.sqrt()),
+            (x != 0.5).sum(axis=2),
+            minitorch.nn.functional.softmax(x, 1),
+            (-x.sigmoid().tanh()).relu(),
+        )
+
+    proto = graph_to_onnx(minitorch.jit(f).trace(x, y), {})
+    onnx.checker.check_model(proto, full_check=True)
+    check(len(proto.graph.output) == 10, "10.6", "one ONNX output per returned tensor")
+    outs = _run(proto, x, y)
+    for k, (got, want) in enumerate(zip(outs, f(x, y))):
+        want = want.numpy()
+        check(got.dtype == want.dtype, "10.6", f"output {k} has the wrong dtype", got=got.dtype)
+        assert_close(got, want, "10.6", rtol=1e-5, atol=1e-6, output=k)
+
+
+@graded("10.6", points=2)
+def test_constants_are_initializers_and_outputs_are_named():
+    w = minitorch.randn(3, 2)
+    proto = graph_to_onnx(minitorch.jit(lambda x: (x @ w) * 2.0).trace(minitorch.randn(5, 3)), {})
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in proto.graph.initializer}
+    check(
+        any(a.shape == (3, 2) and np.array_equal(a, w.numpy()) for a in inits.values()),
+        "10.6",
+        "the weight must be stored as an initializer",
+        initializers=list(inits),
+    )
+    check([i.name for i in proto.graph.input] == ["input0"], "10.6", "inputs are input0, ...")
+    check([o.name for o in proto.graph.output] == ["output0"], "10.6", "outputs are output0, ...")
+    check(proto.opset_import[0].version == 18, "10.6", "opset 18 by default")
+    (got,) = _run(proto, minitorch.ones(5, 3))
+    assert_close(got, (np.ones((5, 3), np.float32) @ w.numpy()) * 2, "10.6", rtol=1e-5)
+
+
+@graded("10.6", points=2)
+def test_an_op_without_mapping_names_it_and_the_custom_op_route():
+    name = "ch10_graded_softplus"
+    if name in minitorch.OPS:
+        fn = _softplus[0]
+    else:
+
+        @minitorch.custom_op(name, infer=lambda a: a)
+        def fn(x):
+            return np.logaddexp(0, x)
+
+        _softplus.append(fn)
+    graph = minitorch.jit(lambda x: fn(x * 2.0)).trace(minitorch.randn(3))
+    with pytest.raises(OpError, match=name) as info:
+        graph_to_onnx(graph, {})
+    check(
+        "register_onnx" in str(info.value),
+        "10.6",
+        "the hint must name register_onnx",
+        err=info.value,
+    )
+
+
+_softplus: list = []

@@ -1,0 +1,23 @@
+"""Chapter 10: ONNX export, so that a trained model leaves Python.
+
+    minitorch.onnx.export(model, minitorch.randn(8, 64), "model.onnx",
+                          dynamic_axes={"input0": {0: "batch"}})
+
+Needs the ``onnx`` package (and ``onnxruntime`` to run the result); both are
+pinned in requirements.txt.
+"""
+
+from .context import OnnxContext
+from .export import OPSET, dynamic_dims, export, graph_to_onnx, symbols, trace_for_export
+from .mapping import register_onnx
+
+__all__ = [
+    "OPSET",
+    "OnnxContext",
+    "dynamic_dims",
+    "export",
+    "graph_to_onnx",
+    "register_onnx",
+    "symbols",
+    "trace_for_export",
+]

@@ -1,0 +1,261 @@
+"""Recording: the ``profile()`` context, ``record()`` ranges and the dispatch hook.
+
+While a :class:`Profile` is active, :func:`minitorch.dispatch` sends every eager
+op call through :func:`profiled_apply` (exercise 10.1) instead of straight to
+the eager path. When no profile is active the hook is ``None`` and dispatch
+pays one ``is not None`` check, nothing else.
+
+Compiled plans (chapter 5's ``CompiledGraph`` and the plans of later chapters)
+report their kernels with :func:`kernel`; hot loops guard it with :func:`enabled`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+
+from ..backends import base as backends
+from ..core import registry
+from ..exercises import exercise
+
+
+@dataclass
+class Event:
+    """One timed call: an eager op, a compiled kernel or plan, or a user range."""
+
+    name: str
+    cat: str  # "op", "kernel", "plan" or "range"
+    tid: int  # 0 for the thread that started the profile, then 1, 2, ... in order of appearance
+    start: int  # nanoseconds since the profile started
+    end: int
+    shapes: tuple = ()  # input shapes
+    backend: str = ""
+    alloc: int = 0  # bytes of new storage the call created
+    freed: int = 0  # bytes of that storage released again before the profile stopped
+    args: dict = field(default_factory=dict)  # anything else worth showing (launch shapes...)
+
+    @property
+    def duration(self) -> int:
+        return self.end - self.start
+
+
+_active: list = [None]  # the running Profile (one at a time)
+
+
+def enabled() -> bool:
+    """True while a profile records (compiled code checks this before timing a kernel)."""
+    return _active[0] is not None
+
+
+def current() -> Profile | None:
+    return _active[0]
+
+
+class Profile:
+    """What one ``with profile() as prof:`` block recorded; read it with ``table`` or export it."""
+
+    def __init__(self):
+        self.events: list[Event] = []
+        self.counters: list[tuple[int, int]] = []  # (time ns, live bytes) after each alloc/free
+        self.threads: dict[int, str] = {}  # small tid -> thread name
+        self._tids: dict[int, int] = {}
+        self._live = 0
+        self._refs: dict[int, tuple] = {}  # id(weakref) -> (weakref, event, nbytes)
+        self._t0 = 0
+        self.running = False
+
+    # ------------------------------------------------------------ clock and threads
+    def clock(self) -> int:
+        """Nanoseconds since the profile started."""
+        return time.perf_counter_ns() - self._t0
+
+    def tid(self) -> int:
+        ident = threading.get_ident()
+        t = self._tids.get(ident)
+        if t is None:
+            t = self._tids[ident] = len(self._tids)
+            self.threads[t] = threading.current_thread().name
+        return t
+
+    def add_event(self, name, cat, start, end, shapes=(), backend="", **args) -> Event:
+        ev = Event(name, cat, self.tid(), start, end, tuple(shapes), backend, args=args)
+        self.events.append(ev)
+        return ev
+
+    # ------------------------------------------------------------ memory
+    def track(self, ev: Event, out, inputs) -> None:
+        """Charge ``out``'s storage to ``ev`` unless it shares an input's storage (a view)."""
+        storage = out._data.storage
+        for x in inputs:
+            if getattr(x, "_data", None) is not None and x._data.storage is storage:
+                return
+        nbytes = int(getattr(storage, "nbytes", 0))
+        if not nbytes:
+            return
+        ev.alloc += nbytes
+        self._live += nbytes
+        self.counters.append((self.clock(), self._live))
+        try:
+            ref = weakref.ref(storage, self._on_free)
+        except TypeError:  # storage that cannot be watched: counted as allocated only
+            return
+        self._refs[id(ref)] = (ref, ev, nbytes)
+
+    def _on_free(self, ref) -> None:
+        entry = self._refs.pop(id(ref), None)
+        if entry is None or not self.running:
+            return
+        _, ev, nbytes = entry
+        ev.freed += nbytes
+        self._live -= nbytes
+        self.counters.append((self.clock(), self._live))
+
+    # ------------------------------------------------------------ start / stop
+    def start(self) -> Profile:
+        if _active[0] is not None:
+            raise RuntimeError("profile: another profile is already recording")
+        self._t0 = time.perf_counter_ns()
+        self.running = True
+        self.tid()  # the starting thread is track 0
+        _active[0] = self
+        registry._profile_hook = _hook
+        return self
+
+    def stop(self) -> None:
+        registry._profile_hook = None
+        _active[0] = None
+        self.running = False
+        self._refs.clear()
+
+    def __enter__(self) -> Profile:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ reading (see summary.py, chrome.py)
+    def summary(self, sort_by: str = "total"):
+        from .summary import sort_rows, summarize
+
+        return sort_rows(summarize(self.events), sort_by)
+
+    def table(self, sort_by: str = "total", limit: int | None = 20) -> str:
+        from .summary import format_table
+
+        return format_table(self.summary(sort_by), limit=limit)
+
+    def export_chrome_trace(self, path) -> str:
+        """Write the Chrome trace-event JSON (open it in https://ui.perfetto.dev); returns path."""
+        from .chrome import write_chrome_trace
+
+        return write_chrome_trace(self, path)
+
+    def __repr__(self) -> str:
+        return f"<Profile: {len(self.events)} events, {len(self.threads)} thread(s)>"
+
+
+def profile() -> Profile:
+    """``with minitorch.profiler.profile() as prof:`` records every op call in the block."""
+    return Profile()
+
+
+def backend_name(device: str) -> str:
+    return backends.current(device).name
+
+
+@exercise("10.1")
+def profiled_apply(prof: Profile, op, inputs: tuple, attrs: dict):
+    """Run one eager op call and record it in ``prof``; return the op's result.
+
+    The dispatch hook calls this for every op while a profile is active:
+
+    * ``t0 = prof.clock()``, run ``registry._eager_apply(op, inputs, attrs)``,
+      ``t1 = prof.clock()`` (time only the call, nothing else);
+    * ``ev = prof.add_event(op.name, "op", t0, t1, shapes=..., backend=...)`` with
+      the input shapes as a tuple of tuples and ``backend_name(out.device)``;
+    * ``prof.track(ev, out, inputs)`` counts the bytes the output allocated.
+
+    If the op raises, record nothing and let the error through.
+
+    Example:
+        >>> with profile() as prof:
+        ...     y = minitorch.ones(2, 3) + 1.0
+        >>> prof.events[-1].name, prof.events[-1].shapes
+        ('add', ((2, 3), ()))
+
+    Hint: nested ops (a backward rule calling dispatch) record themselves too;
+    do not guard against that.
+    """
+    raise NotImplementedError("Exercise 10.1: profiled_apply")
+
+
+def _hook(op, inputs, attrs):
+    prof = _active[0]
+    if prof is None:  # a thread still in flight after stop()
+        return registry._eager_apply(op, inputs, attrs)
+    return profiled_apply(prof, op, inputs, attrs)
+
+
+@contextlib.contextmanager
+def record(name: str):
+    """A user range, e.g. ``with record("data loading"):``, shown as its own row and bar."""
+    prof = _active[0]
+    if prof is None:
+        yield
+        return
+    t0 = prof.clock()
+    try:
+        yield
+    finally:
+        prof.add_event(name, "range", t0, prof.clock())
+
+
+@contextlib.contextmanager
+def kernel(name: str, shapes=(), backend: str = "", cat: str = "kernel", **args):
+    """The hook compiled plans call around each kernel they launch (a no-op when off).
+
+    ``args`` are shown in the trace, e.g. a CUDA kernel's ``grid`` and ``block``.
+    """
+    prof = _active[0]
+    if prof is None:
+        yield
+        return
+    t0 = prof.clock()
+    try:
+        yield
+    finally:
+        prof.add_event(name, cat, t0, prof.clock(), shapes, backend, **args)
+
+
+def launch(kernel, grid, block, *args, name: str = "kernel"):
+    """Launch a Numba CUDA kernel as ``kernel[grid, block](*args)``, recorded while profiling.
+
+    The event carries the launch shape (``grid``, ``block``). On a GPU it is timed
+    with CUDA events (the device time of the kernel alone, ``host_us`` in its args
+    is the time the host waited); on the simulator by the host clock.
+    """
+    prof = _active[0]
+    if prof is None:
+        return kernel[grid, block](*args)
+    from numba import config, cuda
+
+    t0 = prof.clock()
+    if config.ENABLE_CUDASIM:
+        kernel[grid, block](*args)
+        t1 = prof.clock()
+        prof.add_event(name, "kernel", t0, t1, (), "cuda-sim", grid=grid, block=block)
+        return None
+    start, end = cuda.event(), cuda.event()
+    start.record()
+    kernel[grid, block](*args)
+    end.record()
+    end.synchronize()
+    device_ns = int(cuda.event_elapsed_time(start, end) * 1e6)
+    host_us = (prof.clock() - t0) / 1e3
+    prof.add_event(
+        name, "kernel", t0, t0 + device_ns, (), "cuda", grid=grid, block=block, host_us=host_us
+    )
+    return None
