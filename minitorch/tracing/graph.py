@@ -248,5 +248,17 @@ def _unflatten(tree, values):
         return values[body]
     if kind == "static":
         return body
+    if kind == "dict":
+        keys, subtrees = body
+        return {k: _unflatten(t, values) for k, t in zip(keys, subtrees)}
+    if kind == "namedtuple":
+        cls, subtrees = body
+        return cls(*(_unflatten(t, values) for t in subtrees))
+    if kind == "dataclass":
+        cls, names, subtrees = body
+        obj = object.__new__(cls)  # not cls(...): fields with init=False, __post_init__
+        for n, t in zip(names, subtrees):
+            object.__setattr__(obj, n, _unflatten(t, values))
+        return obj
     packed = [_unflatten(t, values) for t in body]
     return packed if kind == "list" else tuple(packed)
