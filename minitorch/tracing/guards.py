@@ -231,14 +231,17 @@ def _is_module(x) -> bool:
 
 def side_effects(before: State, after: State) -> list[str]:
     """What the trace changed in the state it can reach (it ran once, at trace time)."""
-    out = []
+    out, grown = [], set()
     for path, n in after.sizes.items():
         old = before.sizes.get(path)
         if old is not None and old != n:
             out.append(f"{path_name(path)} changed size from {old} to {n}")
+            grown.add(path)
     for path, key in after.values.items():
         old = before.values.get(path)
         if old is None and path not in before.values:
+            if path[:-1] in grown:  # an item appended: said above
+                continue
             out.append(f"{path_name(path)} was set to {show(key)}")
         elif old != key:
             out.append(f"{path_name(path)} changed from {show(old)} to {show(key)}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ..core import creation
 from ..core.errors import OpError  # noqa: F401  (the error the exercises raise)
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
 from . import guards
 from .graph import Graph, _unflatten
@@ -327,13 +327,16 @@ class JitFunction:
 
     def _key(self, values) -> tuple:
         grads = tuple(bool(v.requires_grad) for v in values if isinstance(v, Tensor))
-        return guards.by_bits(cache_key(tuple(values))), grads
+        return guards.by_bits(cache_key(tuple(values))), grads, is_grad_enabled()
 
     def _arg_reasons(self, names, key) -> list[str]:
         old = self._last_key
         if old is None:
             return []
         reasons = guard_failures(names, old[0], key[0])
+        if old[2] != key[2]:
+            mode = {True: "enabled", False: "disabled (no_grad)"}
+            reasons.append(f"grad mode changed from {mode[old[2]]} to {mode[key[2]]}")
         if not reasons and len(old[1]) == len(key[1]):
             tnames = [names[k] for k, e in enumerate(key[0]) if e and e[0] == "tensor"]
             for n, a, b in zip(tnames, old[1], key[1]):

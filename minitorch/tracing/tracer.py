@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..core.errors import OpError
 from ..core.registry import OpDef, OpKind, Spec, get_op, register_kernel, register_op, register_vjp
-from ..core.tensor import Tensor, is_grad_enabled
+from ..core.tensor import Tensor, enable_grad, is_grad_enabled
 from ..exercises import exercise
 from .graph import Graph, Node, user_location
 from .interpreter import run_node
@@ -276,6 +276,8 @@ class Tracer:
         self.breaks.append(Break(reason, where))
         self._broken.append(p.node)
         value = self.evaluate(p.node)
+        for n in self.graph.nodes:  # now, as eager did: Python may mutate state after the break
+            self.evaluate(n)
         self.graph = Graph(f"{self.name}_{len(self.graphs)}")
         self.graphs.append(self.graph)
         self._crossing = {}
@@ -311,7 +313,8 @@ class Tracer:
             if todo:
                 stack.extend(todo)
                 continue
-            self._values[n] = run_node(n, [self._values[i] for i in n.inputs])
+            with enable_grad():  # no_grad regions were recorded as detach nodes
+                self._values[n] = run_node(n, [self._values[i] for i in n.inputs])
             stack.pop()
         return self._values[node]
 
