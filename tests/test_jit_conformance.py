@@ -510,3 +510,36 @@ def test_random_programs_conform(program, kind):
             conforms(f, *arrays, calls=1)
         finally:
             G[0] = 1.0
+
+
+def test_objects_passed_as_arguments_are_walked():
+    net = Net()
+
+    def f(model, x):
+        return model.fc(x) * model.scale
+
+    jf = minitorch.jit(f)
+    x = minitorch.tensor(A)
+    same(jf(net, x), f(net, x))
+    net.scale = -1.0
+    net.fc.weight.assign_(minitorch.ones(3, 4))
+    same(jf(net, x), f(net, x))
+    assert jf.recompiles == ["model.scale changed from 0.5 to -1.0"]
+    assert "model_fc_weight" in [n.name for n in jf.graphs[-1].inputs]
+
+
+def test_a_tensor_read_inside_a_cond_branch_is_guarded():
+    def f(x):
+        return minitorch.cond(x.sum() > 0, lambda a: a * TABLE, lambda a: a - 1, x)
+
+    global TABLE
+    old = TABLE
+    jf = minitorch.jit(f)
+    x = minitorch.tensor(A)
+    try:
+        same(jf(x), f(x))
+        TABLE = minitorch.full((3,), 4.0)
+        same(jf(x), f(x))
+        assert jf.recompiles == ["global TABLE is a different object"]
+    finally:
+        TABLE = old

@@ -107,7 +107,10 @@ _checked: dict = {}
 
 def _untaken_spec(fn, operands, which: str):
     code = getattr(fn, "__code__", None)
-    key = (code, tuple(x.spec for x in operands), which) if code is not None else None
+    key = None
+    if code is not None:  # what the branch captured is part of the key (numbers by value)
+        cells = tuple(_cell_key(c) for c in fn.__closure__ or ())
+        key = (code, cells, tuple(x.spec for x in operands), which)
     spec = _checked.get(key) if key is not None else None
     if spec is None:
         spec = trace_branch(fn, operands, which).outputs[0].spec
@@ -170,3 +173,15 @@ def custom_op(name: str, infer, *, attrs=None, check=None, kind=OpKind.OPAQUE, n
         return call
 
     return deco
+
+
+def _cell_key(cell):
+    try:
+        v = cell.cell_contents
+    except ValueError:
+        return None
+    if isinstance(v, (bool, int, str, type(None))):
+        return (type(v).__name__, v)
+    if isinstance(v, float):
+        return ("float", np.float64(v).tobytes())
+    return ("id", id(v))

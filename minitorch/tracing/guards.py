@@ -99,8 +99,14 @@ def _names(code: types.CodeType) -> set[str]:
 
 
 def resolve(root, path: tuple):
-    """Follow ``path`` from ``root``; raises LookupError when it no longer leads anywhere."""
-    x = root
+    """Follow ``path`` from ``root = (fn, args)``; LookupError when it leads nowhere now.
+
+    A path starts at the function, or at an argument (``("arg", (i, name))``: an object
+    passed in, such as a module, whose attributes the function reads).
+    """
+    x, args = root
+    if path and path[0][0] == "arg":
+        x, path = args[path[0][1][0]], path[1:]
     for kind, arg in path:
         try:
             if kind == "glob":
@@ -136,6 +142,8 @@ def path_name(path: tuple) -> str:
             out = f"{out}[{arg!r}]"
         elif kind == "self":
             out = "self" if not out else f"{out}.__self__"
+        elif kind == "arg":
+            out = arg[1]  # (position, name)
     return out or "the function"
 
 
@@ -152,8 +160,12 @@ class State:
     sizes: dict[tuple, int] = dataclasses.field(default_factory=dict)  # path -> len (lists)
 
 
-def scan(fn) -> State:
-    """Walk everything ``fn`` can reach besides its arguments (see the module docstring)."""
+def scan(fn, args=(), names=()) -> State:
+    """Walk everything ``fn`` can reach besides its tensor and scalar arguments.
+
+    Objects passed as arguments (a module, a config) are walked too: ``args`` are the
+    argument values and ``names`` their names, for messages.
+    """
     state, seen = State(), set()
 
     def walk(x, path, depth):
@@ -207,6 +219,9 @@ def scan(fn) -> State:
                 continue
             walk(value, path + (("cell", name),), depth + 1)
 
+    for i, (v, name) in enumerate(zip(args, names)):
+        if not isinstance(v, (Tensor, *_SCALARS, tuple, list, dict, types.FunctionType)):
+            walk(v, (("arg", (i, name)),), 0)
     if isinstance(fn, types.MethodType):
         walk(fn.__self__, (("self", None),), 0)
         seen.add(id(fn.__func__))

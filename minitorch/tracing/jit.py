@@ -172,11 +172,12 @@ class Trace:
     def graph(self) -> Graph:
         return self.graphs[0]
 
-    def check(self, root) -> list[str]:
-        """Why this trace does not fit the state read from ``root`` ([] if it fits)."""
-        return guards.check(root, self.values, self.sizes, self.idents, self.tensors)
+    def check(self, fn, values: list) -> list[str]:
+        """Why this trace does not fit the state ``fn`` reads now ([] if it fits)."""
+        return guards.check((fn, values), self.values, self.sizes, self.idents, self.tensors)
 
-    def inputs(self, root, values: list) -> list:
+    def inputs(self, fn, values: list) -> list:
+        root = (fn, values)
         return [values[f] if isinstance(f, int) else guards.resolve(root, f) for f in self.feeds]
 
 
@@ -198,7 +199,7 @@ def trace_call(
     also compiled and run on ``values`` (the result of this call).
     """
     slots = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
-    before = guards.scan(fn) if state else None
+    before = guards.scan(fn, values, names) if state else None
     rng = creation._rng[0]
     rng_state = rng.bit_generator.state
     tracer = Tracer(name, fullgraph=fullgraph, concrete=[values[i] for i in slots])
@@ -226,12 +227,15 @@ def trace_call(
         t.eager = reason + ", so the function runs eagerly on every call"
         t.breaks.append(Break(t.eager, _where(fn)))
     if state:
-        after = guards.scan(fn)
+        after = guards.scan(fn, values, names)
         t.values, t.sizes, t.idents = after.values, after.sizes, after.idents
         used = {}
         for node, path in tracer.state_inputs:
             used.setdefault(path, guards.tensor_guard(tracer._state_values[node]))
         t.tensors = list(used.items())
+        for path, _, tensor in after.tensors.values():
+            if path not in used:  # a constant of the graph (a cond branch read it): same object
+                t.idents[path] = tensor
         t.side_effects = guards.side_effects(before, after)
     if tracer.breaks:
         t.result = out
@@ -351,7 +355,7 @@ class JitFunction:
         key = self._key(values)
         reasons: list[str] = []
         for entry in reversed(self.store.entries.get(key, [])):
-            failed = entry.check(self.fn)
+            failed = entry.check(self.fn, values)
             if not failed:
                 return self._run(entry, names, values, bound, args, kwargs)
             reasons = reasons or failed
