@@ -493,7 +493,7 @@ def _variant(kind, steps, shape):
     return Holder(steps, shape)  # a module with a parameter
 
 
-@settings(max_examples=24, derandomize=True, deadline=None)
+@settings(max_examples=60, derandomize=True, deadline=None)
 @given(
     programs(max_len=6),
     st.sampled_from(["nested", "global", "detach", "no_grad", "method", "module"]),

@@ -166,10 +166,11 @@ def scan(fn, args=(), names=()) -> State:
     Objects passed as arguments (a module, a config) are walked too: ``args`` are the
     argument values and ``names`` their names, for messages.
     """
-    state, seen = State(), set()
+    state, seen, count = State(), set(), [0]
 
     def walk(x, path, depth):
-        if len(seen) > _MAX_ITEMS or depth > _MAX_DEPTH:
+        count[0] += 1
+        if count[0] > _MAX_ITEMS or depth > _MAX_DEPTH:  # bounded: deeper state is not guarded
             return
         if isinstance(x, Tensor):
             if not isinstance(x, Proxy) and id(x) not in state.tensors:
