@@ -543,3 +543,15 @@ def test_a_tensor_read_inside_a_cond_branch_is_guarded():
         assert jf.recompiles == ["global TABLE is a different object"]
     finally:
         TABLE = old
+
+
+def test_grad_mode_of_the_call_is_part_of_the_key():
+    jf = minitorch.jit(lambda t: (t * 2).sum())
+    x = minitorch.tensor(A, requires_grad=True)
+    with minitorch.no_grad():
+        assert not jf(x).requires_grad
+    assert "detach" not in jf.graphs[0].op_names()  # no history to cut in a no_grad call
+    y = jf(x)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 2.0))
+    assert jf.recompiles == ["grad mode changed from disabled (no_grad) to enabled"]

@@ -107,8 +107,10 @@ class Proxy(Tensor):
         out = record_op(p._tracer, op, inputs, attrs)
         # what eager would say: the tracer records grad mode and requires_grad as eager sets them
         grad = is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs)
-        if not is_grad_enabled() and op.name != "detach":
-            out = record_op(p._tracer, _DETACH, (out,), {})  # no_grad: the result has no history
+        if not is_grad_enabled() and p._tracer.grad_mode and op.name != "detach":
+            # a no_grad block inside the function: the result has no history. (A call made
+            # under no_grad needs none: grad mode is part of jit's cache key.)
+            out = record_op(p._tracer, _DETACH, (out,), {})
         out.requires_grad = grad
         return out
 
@@ -188,6 +190,7 @@ class Tracer:
         # why a break is an error here: fullgraph=True, a cond branch, or tracing from specs
         self.why = why or ("fullgraph=True" if fullgraph else "tracing from shapes alone")
         self.live = True  # False once the `with` block that traced ends
+        self.grad_mode = is_grad_enabled()  # at the start of the trace
         self.graph = Graph(name)
         self.graphs: list[Graph] = [self.graph]
         self.breaks: list[Break] = []
