@@ -185,7 +185,10 @@ def _where(fn) -> str:
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     if code is None:
         code = getattr(getattr(type(fn), "forward", None), "__code__", None)
-    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else "?"
+    if code is None:
+        return "?"
+    file = "<cell>" if "ipykernel_" in code.co_filename else os.path.basename(code.co_filename)
+    return f"{file}:{code.co_firstlineno}"
 
 
 def trace_call(
