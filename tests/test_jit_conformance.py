@@ -555,3 +555,42 @@ def test_grad_mode_of_the_call_is_part_of_the_key():
     y.backward()
     np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 2.0))
     assert jf.recompiles == ["grad mode changed from disabled (no_grad) to enabled"]
+
+
+def test_in_place_update_with_an_untraced_value_runs_eagerly():
+    buf = minitorch.nn.Parameter(np.zeros(3, dtype=np.float32))
+
+    def f(x):
+        out = x + buf
+        with minitorch.no_grad():
+            buf.assign_(buf.detach() + 1.0)  # no traced value: no break while tracing
+        return out
+
+    x = minitorch.tensor(A)
+    want = [f(x).numpy() for _ in range(3)]
+    buf.assign_(minitorch.zeros(3))
+    jf = minitorch.jit(f)
+    got = [jf(x).numpy() for _ in range(3)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w)
+    info = minitorch.explain(f)(x)
+    assert "closure buf was updated in place (assign_)" in info.break_reasons[-1].reason
+
+
+def test_a_parameter_argument_updated_in_place():
+    def step(p, x):
+        loss = (p * x).sum()
+        with minitorch.no_grad():
+            p.assign_(p - 0.5)
+        return loss
+
+    x = minitorch.tensor(A)
+    p = minitorch.nn.Parameter(np.ones(3, dtype=np.float32))
+    want = [step(p, x).item() for _ in range(3)] + [p.numpy().copy()]
+    p.assign_(minitorch.ones(3))
+    jf = minitorch.jit(step)
+    got = [jf(p, x).item() for _ in range(3)] + [p.numpy().copy()]
+    np.testing.assert_allclose(got[:3], want[:3])
+    np.testing.assert_allclose(got[3], want[3])
+    reasons = [b.reason for b in minitorch.explain(step)(p, x).break_reasons]
+    assert reasons[0].startswith("assign_() of a traced tensor")

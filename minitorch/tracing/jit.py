@@ -208,6 +208,10 @@ def trace_call(
     tracer = Tracer(name, fullgraph=fullgraph, concrete=[values[i] for i in slots])
     if before is not None:
         tracer.external = before.tensors
+        watched = dict(before.tensors)  # and the arguments: a Parameter passed in
+        for i in slots:
+            watched.setdefault(id(values[i]), ((), names[i], values[i]))
+        old_data = {k: x[2]._data for k, x in watched.items()}
     with tracer:
         call_values = list(values)
         for i in slots:
@@ -220,12 +224,24 @@ def trace_call(
             out = _unflatten(tree, [tracer.evaluate(n) for n in leaves])
             tracer.finish(leaves)
     t = Trace(tracer.graphs, list(tracer.breaks), None, None, slots)
+    # Effects a graph cannot replay: random draws, in-place updates with untraced values.
+    reason, hint, updated = None, "", []
     if creation._rng[0] is not rng or rng.bit_generator.state != rng_state:
         reason = "random numbers were drawn (rand/randn) while tracing; a graph would freeze them"
+        hint = "pass random tensors in as arguments, or "
+    elif state:
+        updated = [x for k, x in watched.items() if x[2]._data is not old_data[k]]
+        if updated:
+            reason = (
+                f"{', '.join(x[1] for x in updated)} was updated in place (assign_) while tracing"
+            )
+            for _, _, tensor in updated:  # undo, then run the call eagerly (below)
+                tensor._data = old_data[id(tensor)]
+    if reason is not None:
         if fullgraph:
             raise GraphBreakError(
-                f"graph break in {name} ({_where(fn)}): {reason}. Hint: pass random tensors in "
-                "as arguments, or drop fullgraph=True to run the function eagerly"
+                f"graph break in {name} ({_where(fn)}): {reason}. Hint: {hint}"
+                "drop fullgraph=True to run the function eagerly"
             )
         t.eager = reason + ", so the function runs eagerly on every call"
         t.breaks.append(Break(t.eager, _where(fn)))
@@ -240,6 +256,10 @@ def trace_call(
             if path not in used:  # a constant of the graph (a cond branch read it): same object
                 t.idents[path] = tensor
         t.side_effects = guards.side_effects(before, after)
+    if state and updated:
+        if run:
+            t.result = binder.call(fn, list(values), bound)
+        return t
     if tracer.breaks:
         t.result = out
         return t

@@ -161,6 +161,13 @@ class Proxy(Tensor):
             raise _escaped(self)
         return out
 
+    def assign_(self, value: Tensor) -> Tensor:
+        """An argument (a Parameter passed in) updated in place: not traced, a break."""
+        target = self._concrete("assign_() of a traced tensor (in-place updates are not traced)")
+        if not hasattr(target, "assign_"):
+            raise OpError("assign_", "only a Parameter can be updated in place", hint="")
+        return target.assign_(value)
+
     def backward(self, grad: Tensor | None = None) -> None:
         value = self._concrete("backward() inside a traced function (Chapter 9 compiles it)")
         value.backward(grad)
