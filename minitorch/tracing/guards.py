@@ -136,8 +136,8 @@ def path_name(path: tuple) -> str:
         if kind in ("glob", "cell"):
             word = "global" if kind == "glob" else "closure"
             out = f"{word} {arg}" if not out else f"{out} -> {word} {arg}"
-        elif kind == "attr":
-            out = f"{out}.{arg}" if out else arg
+        elif kind == "attr":  # from the root: the jitted object itself (a module)
+            out = f"{out or 'self'}.{arg}"
         elif kind == "item":
             out = f"{out}[{arg!r}]"
         elif kind == "self":
