@@ -594,3 +594,29 @@ def test_a_parameter_argument_updated_in_place():
     np.testing.assert_allclose(got[3], want[3])
     reasons = [b.reason for b in minitorch.explain(step)(p, x).break_reasons]
     assert reasons[0].startswith("assign_() of a traced tensor")
+
+
+class Transposed(minitorch.nn.Module):
+    def __init__(self):
+        self.w = minitorch.nn.Parameter(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
+
+    def forward(self, x):
+        w = self.w.T * 2.0  # ops on a parameter alone are recorded, not baked in
+        if x.sum() > 100:  # a graph break: values are computed for real
+            return x @ w * 0
+        return x @ w
+
+
+def test_ops_on_parameters_alone_follow_an_optimizer_step():
+    net = Transposed()
+    jnet = minitorch.jit(net)
+    opt = minitorch.nn.SGD(net.parameters(), lr=0.1)
+    x = minitorch.tensor(A)
+    for _ in range(3):
+        want = net(x)
+        got = jnet(x)
+        same(got, want)
+        net.zero_grad()
+        got.sum().backward()
+        opt.step()
+    assert "permute" in jnet.graphs[0].op_names()

@@ -19,6 +19,7 @@ import re
 import sys
 from dataclasses import dataclass
 
+from ..core import registry
 from ..core.errors import OpError
 from ..core.registry import OpDef, OpKind, Spec, get_op, register_kernel, register_op, register_vjp
 from ..core.tensor import Tensor, enable_grad, is_grad_enabled
@@ -49,6 +50,37 @@ register_op("detach", OpKind.VIEW, 1, lambda a: a, doc="the same values, cut fro
 register_kernel("detach", "*")(lambda a, out: a)
 register_vjp("detach")(lambda grad, out, a: (None,))
 _DETACH = get_op("detach")
+
+
+def _record(tracer: Tracer, op: OpDef, inputs: tuple, attrs: dict) -> Proxy:
+    out = record_op(tracer, op, inputs, attrs)
+    # what eager would say: the tracer records grad mode and requires_grad as eager sets them
+    grad = is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs)
+    if not is_grad_enabled() and tracer.grad_mode and op.name != "detach":
+        # a no_grad block inside the function: the result has no history. (A call made
+        # under no_grad needs none: grad mode is part of jit's cache key.)
+        out = record_op(tracer, _DETACH, (out,), {})
+    out.requires_grad = grad
+    return out
+
+
+# An op on state tensors alone (``self.w.T``, ``W * 2``) has no Proxy input, so dispatch
+# would run it eagerly and bake the result in as a constant, stale after an optimizer
+# step. While a jit trace runs, such an op is recorded too: its state inputs become graph
+# inputs. Outside a trace this costs one check per op.
+_plain_apply = registry._eager_apply
+
+
+def _apply(op: OpDef, inputs: tuple, attrs: dict):
+    if _active:
+        tracer = _active[-1]
+        ext = tracer.external
+        if ext and tracer.recording and any(id(x) in ext and ext[id(x)][2] is x for x in inputs):
+            return _record(tracer, op, inputs, attrs)
+    return _plain_apply(op, inputs, attrs)
+
+
+registry._eager_apply = _apply
 
 
 def _escaped(p: Proxy) -> OpError:
@@ -104,15 +136,7 @@ class Proxy(Tensor):
         p = next(x for x in inputs if isinstance(x, Proxy))
         if not p._tracer.live:
             raise _escaped(p)
-        out = record_op(p._tracer, op, inputs, attrs)
-        # what eager would say: the tracer records grad mode and requires_grad as eager sets them
-        grad = is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs)
-        if not is_grad_enabled() and p._tracer.grad_mode and op.name != "detach":
-            # a no_grad block inside the function: the result has no history. (A call made
-            # under no_grad needs none: grad mode is part of jit's cache key.)
-            out = record_op(p._tracer, _DETACH, (out,), {})
-        out.requires_grad = grad
-        return out
+        return _record(p._tracer, op, inputs, attrs)
 
     @property
     def _data(self):
@@ -198,6 +222,7 @@ class Tracer:
         self.why = why or ("fullgraph=True" if fullgraph else "tracing from shapes alone")
         self.live = True  # False once the `with` block that traced ends
         self.grad_mode = is_grad_enabled()  # at the start of the trace
+        self.recording = True  # False while evaluating nodes at a graph break
         self.graph = Graph(name)
         self.graphs: list[Graph] = [self.graph]
         self.breaks: list[Break] = []
@@ -323,8 +348,12 @@ class Tracer:
             if todo:
                 stack.extend(todo)
                 continue
-            with enable_grad():  # no_grad regions were recorded as detach nodes
-                self._values[n] = run_node(n, [self._values[i] for i in n.inputs])
+            self.recording = False  # computing for real, not recording
+            try:
+                with enable_grad():  # no_grad regions were recorded as detach nodes
+                    self._values[n] = run_node(n, [self._values[i] for i in n.inputs])
+            finally:
+                self.recording = True
             stack.pop()
         return self._values[node]
 
