@@ -620,3 +620,17 @@ def test_ops_on_parameters_alone_follow_an_optimizer_step():
         got.sum().backward()
         opt.step()
     assert "permute" in jnet.graphs[0].op_names()
+
+
+def test_detach_of_a_parameter_alone_follows_an_optimizer_step():
+    p = minitorch.nn.Parameter(np.ones(3, dtype=np.float32))
+
+    def f(x):
+        return x * p.detach() + p
+
+    jf = minitorch.jit(f)
+    x = minitorch.tensor(A)
+    for step in range(3):
+        same(jf(x), f(x))
+        p.assign_(minitorch.full((3,), 2.0 + step))
+    assert jf.trace_count == 1 and "detach" in jf.graphs[0].op_names()

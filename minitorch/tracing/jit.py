@@ -207,7 +207,7 @@ def trace_call(
     rng_state = rng.bit_generator.state
     tracer = Tracer(name, fullgraph=fullgraph, concrete=[values[i] for i in slots])
     if before is not None:
-        tracer.external = before.tensors
+        tracer.set_external(before.tensors)
         watched = dict(before.tensors)  # and the arguments: a Parameter passed in
         for i in slots:
             watched.setdefault(id(values[i]), ((), names[i], values[i]))

@@ -74,9 +74,9 @@ _plain_apply = registry._eager_apply
 def _apply(op: OpDef, inputs: tuple, attrs: dict):
     if _active:
         tracer = _active[-1]
-        ext = tracer.external
-        if ext and tracer.recording and any(id(x) in ext and ext[id(x)][2] is x for x in inputs):
-            return _record(tracer, op, inputs, attrs)
+        if tracer.external and tracer.recording:
+            if any(tracer.state_entry(x)[0] is not None for x in inputs):
+                return _record(tracer, op, inputs, attrs)
     return _plain_apply(op, inputs, attrs)
 
 
@@ -235,6 +235,7 @@ class Tracer:
         # become graph inputs: id -> (path, name, tensor), filled in by jit before tracing
         self.external: dict[int, tuple] = {}
         self.state_inputs: list[tuple[Node, tuple]] = []  # (input node, path) in order
+        self._by_data: dict[int, tuple] = {}  # id of a state tensor's data -> its entry
         self._state: dict[tuple[int, int], Node] = {}
         self._state_values: dict[Node, Tensor] = {}
 
@@ -258,25 +259,47 @@ class Tracer:
                 self._sources[inner] = node
             return inner
         if isinstance(x, Tensor):
-            ext = self.external.get(id(x))
-            if ext is None or ext[2] is not x:
+            ext, detached = self.state_entry(x)
+            if ext is None:
                 return self.graph.add_const(x)  # made during the call: a constant
-            node = self._state.get((id(self.graph), id(x)))
+            t = ext[2]
+            node = self._state.get((id(self.graph), id(t)))
             if node is None:
                 taken = {n.name for n in self.graph.inputs}
                 name = re.sub(r"\W+", "_", ext[1]).strip("_") or "state"
                 while name in taken:
                     name += "_"
-                node = self.graph.add_input(x.spec, name)
-                self._state[(id(self.graph), id(x))] = node
-                self._state_values[node] = x
+                node = self.graph.add_input(t.spec, name)
+                self._state[(id(self.graph), id(t))] = node
+                self._state_values[node] = t
                 self.state_inputs.append((node, ext[0]))
+            if detached:  # ``w.detach()`` of a state tensor: the same data, no history
+                key = (id(self.graph), id(x))
+                if key not in self._state:
+                    self._state[key] = self.graph.add_node("detach", [node], {}, node.spec)
+                return self._state[key]
             return node
         raise OpError(
             "trace",
             f"cannot record an op input of type {type(x).__name__}",
             hint="op inputs are Tensors; Python numbers are lifted by Tensor methods",
         )
+
+    def set_external(self, tensors: dict) -> None:
+        """The tensors read from outside the call (id -> (path, name, tensor)), see jit."""
+        self.external = tensors
+        self._by_data = {id(t._data): e for e in tensors.values() for t in (e[2],)}
+
+    def state_entry(self, x: Tensor):
+        """``(entry, detached)`` if ``x`` is a state tensor (or a detached alias of one)."""
+        ext = self.external.get(id(x))
+        if ext is not None and ext[2] is x:
+            return ext, False
+        if self._by_data and not isinstance(x, Proxy):
+            ext = self._by_data.get(id(x._data))
+            if ext is not None and ext[2]._data is x._data and ext[2].spec == x.spec:
+                return ext, True
+        return None, False
 
     def proxy(self, node: Node) -> Proxy:
         return Proxy(self, node)
