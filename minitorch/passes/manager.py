@@ -114,13 +114,8 @@ def resolve(passes) -> list[tuple[str, Callable]]:
 
 
 def dump_folder(debug: bool) -> str | None:
-    """Where to write per-pass graphs: ``MINITORCH_DUMP_GRAPH``, or a temp folder in debug."""
-    folder = os.environ.get("MINITORCH_DUMP_GRAPH")
-    if not folder and debug:
-        import tempfile
-
-        folder = os.path.join(tempfile.gettempdir(), "minitorch_graphs")
-    return folder
+    """Where to write per-pass graphs: ``MINITORCH_DUMP_GRAPH`` only (``debug`` prints, never writes)."""
+    return os.environ.get("MINITORCH_DUMP_GRAPH") or None
 
 
 def optimize(graph: Graph, passes=None, max_rounds: int = 8, debug: bool = False, dump=None):

@@ -8,17 +8,19 @@ import numpy as np
 
 from ..core.errors import OpError
 from ..core.registry import OpKind, dispatch, get_op, register_kernel, register_op, register_vjp
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
 from ..tensor.data import TensorData
 from .graph import Graph
-from .tracer import Proxy, Tracer, trace_function
+from .tracer import Proxy, Tracer, _escaped, trace_function
 
 
 def trace_branch(fn, operands, which: str) -> Graph:
     """Trace one branch of a cond on the operands' specs; it must return one tensor."""
     specs = [x.spec for x in operands]
-    graph = trace_function(fn, specs, [f"a{i}" for i in range(len(specs))], name=f"{which}_branch")
+    names = [f"a{i}" for i in range(len(specs))]
+    why = f"a cond branch ({which}) is traced from shapes alone"
+    graph = trace_function(fn, specs, names, name=f"{which}_branch", why=why)
     if graph.out_tree != ("leaf", 0):
         raise OpError(
             "cond",
@@ -80,7 +82,7 @@ def cond(pred, true_fn, false_fn, *operands):
         taken, other = ("true", "false") if bool(pred) else ("false", "true")
         fns = {"true": true_fn, "false": false_fn}
         out = fns[taken](*operands)
-        other_spec = trace_branch(fns[other], operands, other).outputs[0].spec
+        other_spec = _untaken_spec(fns[other], operands, other)
         if not isinstance(out, Tensor) or out.spec != other_spec:
             got = out.spec if isinstance(out, Tensor) else type(out).__name__
             raise OpError(
@@ -91,7 +93,30 @@ def cond(pred, true_fn, false_fn, *operands):
         return out
     if not isinstance(pred, Tensor):
         return true_fn(*operands) if pred else false_fn(*operands)
-    return trace_cond(traced[0]._tracer, pred, true_fn, false_fn, tuple(operands))
+    if not traced[0]._tracer.live:
+        raise _escaped(traced[0])
+    out = trace_cond(traced[0]._tracer, pred, true_fn, false_fn, tuple(operands))
+    out.requires_grad = is_grad_enabled() and any(x.requires_grad for x in operands)
+    return out
+
+
+# The eager shape check of the untaken branch, once per (branch code, operand specs): its
+# Python code runs when it is traced, so a side effect there happens once, not every call.
+_checked: dict = {}
+
+
+def _untaken_spec(fn, operands, which: str):
+    code = getattr(fn, "__code__", None)
+    key = None
+    if code is not None:  # what the branch captured is part of the key (numbers by value)
+        cells = tuple(_cell_key(c) for c in fn.__closure__ or ())
+        key = (code, cells, tuple(x.spec for x in operands), which)
+    spec = _checked.get(key) if key is not None else None
+    if spec is None:
+        spec = trace_branch(fn, operands, which).outputs[0].spec
+        if key is not None and len(_checked) < 4096:
+            _checked[key] = spec
+    return spec
 
 
 # ---------------------------------------------------------------- custom ops
@@ -148,3 +173,15 @@ def custom_op(name: str, infer, *, attrs=None, check=None, kind=OpKind.OPAQUE, n
         return call
 
     return deco
+
+
+def _cell_key(cell):
+    try:
+        v = cell.cell_contents
+    except ValueError:
+        return None
+    if isinstance(v, (bool, int, str, type(None))):
+        return (type(v).__name__, v)
+    if isinstance(v, float):
+        return ("float", np.float64(v).tobytes())
+    return ("id", id(v))

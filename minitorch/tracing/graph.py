@@ -56,7 +56,13 @@ class Node:
         return f"%{self.name}"
 
     def format(self) -> str:
-        """One line of the text form, e.g. ``%3 = add(%1, %2) : float32[2,3]  # f.py:7``."""
+        """One line of the text form, e.g. ``%3 = add(%1, %2) : float32[2,3]  # f.py:7 @cpu``.
+
+        The value's device ends the line, after the source location.
+        """
+        return f"{self._format()}{'' if self.where else '  #'} @{self.spec.device}"
+
+    def _format(self) -> str:
         if self.op == "input":
             return f"%{self.name} = input : {self.spec}"
         if self.op == "const":
@@ -172,7 +178,9 @@ class Graph:
     def text(self, indent: str = "") -> str:
         """The readable form: a signature line, one line per node, a return line."""
         ins = ", ".join(f"%{n.name}: {n.spec}" for n in self.inputs)
-        lines = [f"{indent}graph {self.name}({ins}) {{"]
+        devices = sorted({n.spec.device for n in self.inputs})
+        on = f"  # inputs on {', '.join(devices)}" if devices else ""
+        lines = [f"{indent}graph {self.name}({ins}) {{{on}"]
         for n in self.nodes:
             if n.op == "input":
                 continue
@@ -252,5 +260,17 @@ def _unflatten(tree, values):
         return values[body]
     if kind == "static":
         return body
+    if kind == "dict":
+        keys, subtrees = body
+        return {k: _unflatten(t, values) for k, t in zip(keys, subtrees)}
+    if kind == "namedtuple":
+        cls, subtrees = body
+        return cls(*(_unflatten(t, values) for t in subtrees))
+    if kind == "dataclass":
+        cls, names, subtrees = body
+        obj = object.__new__(cls)  # not cls(...): fields with init=False, __post_init__
+        for n, t in zip(names, subtrees):
+            object.__setattr__(obj, n, _unflatten(t, values))
+        return obj
     packed = [_unflatten(t, values) for t in body]
     return packed if kind == "list" else tuple(packed)

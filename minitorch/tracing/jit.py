@@ -11,18 +11,21 @@ one warning.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import logging
 import os
-import tempfile
+import types
 import warnings
 from dataclasses import dataclass, field
 
+from ..core import creation
 from ..core.errors import OpError  # noqa: F401  (the error the exercises raise)
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
-from .graph import Graph
-from .tracer import Break, Proxy, Tracer, flatten_output, tracing
+from . import guards
+from .graph import Graph, _unflatten
+from .tracer import Break, GraphBreakError, Proxy, Tracer, flatten_output, tracing
 
 log = logging.getLogger("minitorch.jit")
 
@@ -79,18 +82,27 @@ def guard_failures(names: list[str], old: tuple, new: tuple) -> list[str]:
 # ---------------------------------------------------------------- argument binding
 
 
+def _is_module(fn) -> bool:
+    from ..nn.module import Module
+
+    return isinstance(fn, Module)
+
+
 class _Binder:
-    """Flattens a call into named values (``*args`` expanded) and rebuilds it."""
+    """Flattens a call into named values (``*args``, ``**kwargs`` expanded) and rebuilds it."""
 
     def __init__(self, fn):
+        target = fn.forward if _is_module(fn) else fn
         try:
-            self.sig = inspect.signature(fn)
+            self.sig = inspect.signature(target)
         except (TypeError, ValueError):
             self.sig = None
 
     def flatten(self, args, kwargs):
         if self.sig is None:
-            return [f"arg{i}" for i in range(len(args))], list(args), None
+            keys = sorted(kwargs)
+            names = [f"arg{i}" for i in range(len(args))] + keys
+            return names, list(args) + [kwargs[k] for k in keys], (len(args), keys)
         bound = self.sig.bind(*args, **kwargs)
         bound.apply_defaults()
         names, values = [], []
@@ -99,29 +111,34 @@ class _Binder:
             if p.kind is p.VAR_POSITIONAL:
                 names += [f"{p.name}[{i}]" for i in range(len(v))]
                 values += list(v)
+            elif p.kind is p.VAR_KEYWORD:  # one value per keyword, in sorted order
+                names += sorted(v)
+                values += [v[k] for k in sorted(v)]
             else:
                 names.append(p.name)
                 values.append(v)
         return names, values, bound
 
     def call(self, fn, values, bound):
-        if bound is None:
-            return fn(*values)
+        if not isinstance(bound, inspect.BoundArguments):
+            n, keys = bound
+            return fn(*values[:n], **dict(zip(keys, values[n:])))
         pos, kw, k = [], {}, 0
         for p in self.sig.parameters.values():
             if p.kind is p.VAR_POSITIONAL:
                 n = len(bound.arguments[p.name])
                 pos += values[k : k + n]
                 k += n
-                continue
-            v = values[k]
-            k += 1
-            if p.kind is p.VAR_KEYWORD:
-                kw.update(v)
+            elif p.kind is p.VAR_KEYWORD:
+                keys = sorted(bound.arguments[p.name])
+                kw.update(zip(keys, values[k : k + len(keys)]))
+                k += len(keys)
             elif p.kind is p.KEYWORD_ONLY:
-                kw[p.name] = v
+                kw[p.name] = values[k]
+                k += 1
             else:
-                pos.append(v)
+                pos.append(values[k])
+                k += 1
         return fn(*pos, **kw)
 
 
@@ -130,66 +147,151 @@ class _Binder:
 
 @dataclass
 class Trace:
-    """What one trace produced: the graphs, the breaks, and the result of that call."""
+    """What one trace produced: the graphs, the breaks, the guards and the result of that call.
+
+    ``feeds`` says where each graph input comes from on a call: an ``int`` is the
+    position of an argument, a tuple is the path of a tensor read from the state
+    (:mod:`.guards`). ``eager`` is set when the function must run in Python on
+    every call (a graph break, random numbers).
+    """
 
     graphs: list[Graph]
     breaks: list[Break]
     result: object = None
     compiled: object = None
     tensor_slots: list[int] = field(default_factory=list)
+    feeds: list = field(default_factory=list)
+    values: dict = field(default_factory=dict)
+    sizes: dict = field(default_factory=dict)
+    idents: dict = field(default_factory=dict)
+    tensors: list = field(default_factory=list)
+    side_effects: list[str] = field(default_factory=list)
+    pass_stats: list = field(default_factory=list)  # chapter 6
+    eager: str | None = None
 
     @property
     def graph(self) -> Graph:
         return self.graphs[0]
 
+    def check(self, fn, values: list) -> list[str]:
+        """Why this trace does not fit the state ``fn`` reads now ([] if it fits)."""
+        return guards.check((fn, values), self.values, self.sizes, self.idents, self.tensors)
+
+    def inputs(self, fn, values: list) -> list:
+        root = (fn, values)
+        return [values[f] if isinstance(f, int) else guards.resolve(root, f) for f in self.feeds]
+
+
+def _where(fn) -> str:
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:
+        code = getattr(getattr(type(fn), "forward", None), "__code__", None)
+    if code is None:
+        return "?"
+    file = "<cell>" if "ipykernel_" in code.co_filename else os.path.basename(code.co_filename)
+    return f"{file}:{code.co_firstlineno}"
+
 
 def trace_call(
-    fn, binder, names, values, bound, fullgraph: bool, name: str, run=True, passes=None, debug=False
+    fn,
+    binder,
+    names,
+    values,
+    bound,
+    fullgraph: bool,
+    name: str,
+    run=True,
+    state=True,
+    passes=None,
+    debug=False,
 ) -> Trace:
     """Trace ``fn`` on concrete ``values``; breaks split the graph unless ``fullgraph``.
 
-    With ``run`` the graph is also compiled and run on ``values`` (the result of this call).
+    With ``state`` the tensors ``fn`` reads from globals, closures and ``self`` become
+    graph inputs and the Python values it can read are guarded (see :mod:`.guards`);
+    without it (the staged ``trace()``) they are constants. With ``run`` the graph is
+    also compiled and run on ``values`` (the result of this call).
     """
     slots = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
+    before = guards.scan(fn, values, names) if state else None
+    rng = creation._rng[0]
+    rng_state = rng.bit_generator.state
     tracer = Tracer(name, fullgraph=fullgraph, concrete=[values[i] for i in slots])
+    if before is not None:
+        tracer.set_external(before.tensors)
+        watched = dict(before.tensors)  # and the arguments: a Parameter passed in
+        for i in slots:
+            watched.setdefault(id(values[i]), ((), names[i], values[i]))
+        old_data = {k: x[2]._data for k, x in watched.items()}
     with tracer:
         call_values = list(values)
         for i in slots:
-            call_values[i] = tracer.input(
-                values[i].spec, names[i].replace("[", "").replace("]", "")
-            )
+            p = tracer.input(values[i].spec, names[i].replace("[", "").replace("]", ""))
+            p.requires_grad = values[i].requires_grad
+            call_values[i] = p
         result = binder.call(fn, call_values, bound)
-        if tracer.breaks:
-            leaves: list = []
-
-            def concrete(x):
-                if isinstance(x, Proxy):
-                    leaves.append(x.node)
-                    return tracer.evaluate(x.node)
-                if isinstance(x, (tuple, list)):
-                    return type(x)(concrete(v) for v in x)
-                return x
-
-            out = concrete(result)
-            tracer.finish(leaves)
-            return Trace(tracer.graphs, tracer.breaks, out, None, slots)
         leaves, tree = flatten_output(tracer, result)
+        if tracer.breaks:
+            out = _unflatten(tree, [tracer.evaluate(n) for n in leaves])
+            tracer.finish(leaves)
+    t = Trace(tracer.graphs, list(tracer.breaks), None, None, slots)
+    # Effects a graph cannot replay: random draws, in-place updates with untraced values.
+    reason, hint, updated = None, "", []
+    if creation._rng[0] is not rng or rng.bit_generator.state != rng_state:
+        reason = "random numbers were drawn (rand/randn) while tracing; a graph would freeze them"
+        hint = "pass random tensors in as arguments, or "
+    elif state:
+        updated = [x for k, x in watched.items() if x[2]._data is not old_data[k]]
+        if updated:
+            reason = (
+                f"{', '.join(x[1] for x in updated)} was updated in place (assign_) while tracing"
+            )
+            for _, _, tensor in updated:  # undo, then run the call eagerly (below)
+                tensor._data = old_data[id(tensor)]
+    if reason is not None:
+        if fullgraph:
+            raise GraphBreakError(
+                f"graph break in {name} ({_where(fn)}): {reason}. Hint: {hint}"
+                "drop fullgraph=True to run the function eagerly"
+            )
+        t.eager = reason + ", so the function runs eagerly on every call"
+        t.breaks.append(Break(t.eager, _where(fn)))
+    if state:
+        after = guards.scan(fn, values, names)
+        t.values, t.sizes, t.idents = after.values, after.sizes, after.idents
+        used = {}
+        for node, path in tracer.state_inputs:
+            used.setdefault(path, guards.tensor_guard(tracer._state_values[node]))
+        t.tensors = list(used.items())
+        for path, _, tensor in after.tensors.values():
+            if path not in used:  # a constant of the graph (a cond branch read it): same object
+                t.idents[path] = tensor
+        t.side_effects = guards.side_effects(before, after)
+    if state and updated:
+        if run:
+            t.result = binder.call(fn, list(values), bound)
+        return t
+    if tracer.breaks:
+        t.result = out
+        return t
     tracer.graph.set_outputs(leaves, tree)
-    if not run:
-        return Trace([tracer.graph], [], None, None, slots)
-    compiled = tracer.graph.compile(passes=passes, debug=debug)  # chapter 6 passes
-    out = compiled.run(*(values[i] for i in slots))
-    return Trace([tracer.graph], [], out, compiled, slots)
+    arg_nodes = dict(zip(tracer.graph.inputs, slots))
+    state_nodes = dict(tracer.state_inputs)
+    t.feeds = [arg_nodes[n] if n in arg_nodes else state_nodes[n] for n in tracer.graph.inputs]
+    if run:
+        t.compiled = tracer.graph.compile(passes=passes, debug=debug)  # chapter 6 passes
+        t.result = t.compiled.run(*t.inputs(fn, values))
+    return t
 
 
 def _dump(graphs: list[Graph], debug: bool, tag: str) -> None:
-    folder = os.environ.get("MINITORCH_DUMP_GRAPH")
-    if not folder and not debug:
-        return
+    """Print (``debug``) and write (``MINITORCH_DUMP_GRAPH=<dir>``) every graph."""
     if debug:
         for g in graphs:
             print(g.text())
-    folder = folder or os.path.join(tempfile.gettempdir(), "minitorch_graphs")
+    folder = os.environ.get("MINITORCH_DUMP_GRAPH")
+    if not folder:
+        return
     os.makedirs(folder, exist_ok=True)
     for k, g in enumerate(graphs):
         base = os.path.join(folder, f"{tag}_{k}")
@@ -201,60 +303,128 @@ def _dump(graphs: list[Graph], debug: bool, tag: str) -> None:
             print(f"(written to {base}.txt and {base}.dot)")
 
 
+class _Store:
+    """The traces of one code object, shared by every ``jit`` of it (guards decide reuse)."""
+
+    def __init__(self):
+        self.entries: dict[tuple, list[Trace]] = {}
+        self.trace_count = 0  # traces made for this code, by any JitFunction
+
+    def add(self, key, entry: Trace) -> None:
+        bucket = self.entries.setdefault(key, [])
+        bucket.append(entry)
+        del bucket[:-16]  # many closures over one code object: keep the newest
+
+
+_STORES: dict[tuple, _Store] = {}
+
+
+def _store_for(fn, options) -> _Store:
+    if isinstance(fn, types.MethodType):
+        code, kind = getattr(fn.__func__, "__code__", None), "method"
+    elif isinstance(fn, types.FunctionType):
+        code, kind = fn.__code__, "function"
+    else:
+        f = getattr(type(fn), "forward" if _is_module(fn) else "__call__", None)
+        code, kind = getattr(f, "__code__", None), type(fn)
+    if code is None:
+        return _Store()
+    key = (code, kind, options)
+    store = _STORES.get(key)
+    if store is None:
+        if len(_STORES) >= 4096:
+            _STORES.pop(next(iter(_STORES)))
+        store = _STORES[key] = _Store()
+    return store
+
+
 class JitFunction:
     """A function that is traced per input signature and then runs its cached graph."""
 
     def __init__(self, fn, fullgraph=False, debug=False, cache_limit=8, passes=None):
-        functools.update_wrapper(self, fn)
+        functools.update_wrapper(self, fn, updated=())
         self.passes = passes  # chapter 6: None runs the default pipeline
         self.fn, self.fullgraph, self.debug, self.cache_limit = fn, fullgraph, debug, cache_limit
         self._binder = _Binder(fn)
-        self.cache: dict[tuple, Trace] = {}
+        self.store = _store_for(fn, (fullgraph, cache_limit, passes))
         self.recompiles: list[str] = []  # why each retrace happened
-        self.trace_count = 0
+        self.trace_count = 0  # traces this object made (reused shared traces do not count)
         self.fell_back = False
         self._last_key = None
-        self._last_names: list[str] = []
+        self._warned: set[int] = set()
 
     @property
     def name(self) -> str:
-        return getattr(self.fn, "__name__", "graph").replace("<lambda>", "lambda")
+        fn = self.fn
+        name = getattr(fn, "__name__", None) or type(fn).__name__
+        return name.replace("<lambda>", "lambda")
+
+    @property
+    def cache(self) -> dict:
+        """Every trace this function can reuse, by (argument key, number)."""
+        return {(k, i): t for k, ts in self.store.entries.items() for i, t in enumerate(ts)}
+
+    def _key(self, values) -> tuple:
+        grads = tuple(bool(v.requires_grad) for v in values if isinstance(v, Tensor))
+        return guards.by_bits(cache_key(tuple(values))), grads, is_grad_enabled()
+
+    def _arg_reasons(self, names, key) -> list[str]:
+        old = self._last_key
+        if old is None:
+            return []
+        reasons = guard_failures(names, old[0], key[0])
+        if old[2] != key[2]:
+            mode = {True: "enabled", False: "disabled (no_grad)"}
+            reasons.append(f"grad mode changed from {mode[old[2]]} to {mode[key[2]]}")
+        if not reasons and len(old[1]) == len(key[1]):
+            tnames = [names[k] for k, e in enumerate(key[0]) if e and e[0] == "tensor"]
+            for n, a, b in zip(tnames, old[1], key[1]):
+                if a != b:
+                    reasons.append(f"{n}.requires_grad changed from {a} to {b}")
+        return reasons
 
     def __call__(self, *args, **kwargs):
         names, values, bound = self._binder.flatten(args, kwargs)
         if tracing() and any(isinstance(v, Proxy) for v in values):
             return self.fn(*args, **kwargs)  # called inside another trace: inline it
-        key = cache_key(tuple(values))
-        entry = self.cache.get(key)
-        if entry is not None:
-            if entry.compiled is not None:
-                return entry.compiled.run(*(values[i] for i in entry.tensor_slots))
-            return self._trace(names, values, bound).result  # breaks: Python runs every call
+        key = self._key(values)
+        reasons: list[str] = []
+        for entry in reversed(self.store.entries.get(key, [])):
+            failed = entry.check(self.fn, values)
+            if not failed:
+                return self._run(entry, names, values, bound, args, kwargs)
+            reasons = reasons or failed
         if self.fell_back:
             return self.fn(*args, **kwargs)
-        if self.cache:
-            if len(self.cache) >= self.cache_limit:
+        if self.trace_count:
+            if self.trace_count >= self.cache_limit:
                 self.fell_back = True
                 warnings.warn(
-                    f"jit({self.name}): traced {len(self.cache)} signatures (the cache limit); "
+                    f"jit({self.name}): traced {self.trace_count} signatures (the cache limit); "
                     "new signatures now run eagerly. Hint: keep shapes fixed, or pass changing "
                     "numbers as tensors instead of Python values",
                     RuntimeWarning,
                     stacklevel=2,
                 )
                 return self.fn(*args, **kwargs)
-            reasons = guard_failures(names, self._last_key, key)
-            reason = "; ".join(reasons) or "a new signature"
+            reason = "; ".join(reasons or self._arg_reasons(names, key)) or "a new signature"
             self.recompiles.append(reason)
             log.info("jit(%s): retracing because %s", self.name, reason)
             if self.debug:
                 print(f"jit({self.name}): retracing because {reason}")
-        entry = self._trace(names, values, bound)
-        self.cache[key] = entry
-        self._last_key, self._last_names = key, names
+        entry = self._trace(names, values, bound, key)
+        self.store.add(key, entry)
+        self._last_key = key
         return entry.result
 
-    def _trace(self, names, values, bound) -> Trace:
+    def _run(self, entry: Trace, names, values, bound, args, kwargs):
+        if entry.eager is not None:
+            return self.fn(*args, **kwargs)  # e.g. random numbers: Python draws them
+        if entry.compiled is None:
+            return self._trace(names, values, bound, None).result  # breaks: Python runs
+        return entry.compiled.run(*entry.inputs(self.fn, values))
+
+    def _trace(self, names, values, bound, key) -> Trace:
         t = trace_call(
             self.fn,
             self._binder,
@@ -266,15 +436,35 @@ class JitFunction:
             passes=self.passes,
             debug=self.debug,
         )
-        self.trace_count += 1
-        _dump(t.graphs, self.debug, f"{self.name}_{self.trace_count}")
+        if key is not None:
+            self.trace_count += 1
+            self.store.trace_count += 1
+            _dump(t.graphs, self.debug, self._tag(key))
+            if t.side_effects:
+                warnings.warn(
+                    f"jit({self.name}): while tracing, the function changed Python state: "
+                    + "; ".join(t.side_effects)
+                    + ". Such side effects run once, when tracing, not on every call",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
         return t
 
+    def _tag(self, key) -> str:
+        """A file name unique per function (code location) and signature."""
+        digest = hashlib.sha1(f"{_where(self.fn)}|{self.name}|{key!r}".encode()).hexdigest()
+        return f"{self.name}_{digest[:10]}"
+
     def trace(self, *args, **kwargs) -> Graph:
-        """The staged form: trace on example inputs and return the (single) graph."""
+        """The staged form: trace on example inputs and return the (single) graph.
+
+        Tensors read from globals, closures or ``self`` are constants of this graph.
+        """
         names, values, bound = self._binder.flatten(args, kwargs)
-        t = trace_call(self.fn, self._binder, names, values, bound, True, self.name, run=False)
-        _dump(t.graphs, self.debug, f"{self.name}_staged")
+        t = trace_call(
+            self.fn, self._binder, names, values, bound, True, self.name, run=False, state=False
+        )
+        _dump(t.graphs, self.debug, f"{self._tag(self._key(values))}_staged")
         return t.graph
 
     @property
@@ -282,12 +472,25 @@ class JitFunction:
         """Every graph in the cache, oldest first."""
         return [g for t in self.cache.values() for g in t.graphs]
 
+    def __get__(self, obj, objtype=None):
+        """``@jit`` on a method: ``obj.method`` is the jitted bound method."""
+        if obj is None:
+            return self
+        return jit(
+            types.MethodType(self.fn, obj),
+            fullgraph=self.fullgraph,
+            debug=self.debug,
+            cache_limit=self.cache_limit,
+        )
+
     def __repr__(self) -> str:
         return f"<jit {self.name}: {len(self.cache)} cached signature(s)>"
 
 
 # One JitFunction per (function, options), kept on the function itself (so it dies
-# with it), so that ``minitorch.jit(step)(x)`` inside an eager loop traces once.
+# with it), so that ``minitorch.jit(step)(x)`` inside an eager loop is one object. A new
+# function object of the same code (a lambda made in a loop, ``model.forward`` taken
+# again) gets a new JitFunction that shares the traces of that code; the guards decide.
 _ATTR = "__minitorch_jit__"
 
 
@@ -295,10 +498,11 @@ def jit(fn=None, *, fullgraph=False, debug=False, cache_limit=8, passes=None):
     """Trace ``fn`` into a graph on first call per signature; run the cached graph afterwards.
 
     ``@minitorch.jit``, ``@minitorch.jit(fullgraph=True)`` and ``minitorch.jit(fn)(x)``
-    all work; calling ``minitorch.jit`` again on the same function with the same
-    options returns the same cached object. ``debug=True`` (or
-    ``MINITORCH_DUMP_GRAPH=<dir>``) writes every graph as text and DOT. ``passes``
-    chooses the graph passes (chapter 6; None: the default pipeline).
+    all work, on functions, methods and ``nn.Module`` instances; calling
+    ``minitorch.jit`` again on the same function with the same options returns the
+    same object. ``debug=True`` prints every graph; ``MINITORCH_DUMP_GRAPH=<dir>``
+    also writes each as text and DOT. ``passes`` chooses the graph passes
+    (chapter 6; None: the default pipeline).
     """
     if fn is None:
         return lambda f: jit(
@@ -308,16 +512,14 @@ def jit(fn=None, *, fullgraph=False, debug=False, cache_limit=8, passes=None):
     if isinstance(fn, JitFunction):
         fn = fn.fn
     options = (fullgraph, debug, cache_limit, passes)
-    per_fn = getattr(fn, "__dict__", {}).get(_ATTR)
-    if per_fn is None:
-        per_fn = {}
-        try:
-            setattr(fn, _ATTR, per_fn)
-        except (AttributeError, TypeError):  # a builtin or a bound method: no sharing
-            pass
-    jf = per_fn.get(options)
+    per_fn = None
+    if isinstance(fn, types.FunctionType):
+        per_fn = fn.__dict__.setdefault(_ATTR, {})
+    jf = per_fn.get(options) if per_fn is not None else None
     if jf is None:
-        jf = per_fn[options] = JitFunction(fn, *options)
+        jf = JitFunction(fn, *options)
+        if per_fn is not None:
+            per_fn[options] = jf
     return jf
 
 
@@ -328,7 +530,7 @@ class ExplainOutput:
     break_reasons: list[Break]
     graphs: list[Graph]
     out: object = None
-    pass_stats: list = field(default_factory=list)  # chapter 6
+    side_effects: list[str] = field(default_factory=list)
 
     @property
     def op_count(self) -> int:
@@ -348,20 +550,25 @@ class ExplainOutput:
         if self.pass_stats:
             lines.append("Passes:")
             lines += [f"  {s}" for s in self.pass_stats]
+        if self.side_effects:
+            lines.append("Side effects (they ran once, while tracing, not on every call):")
+            lines += [f"  - {s}" for s in self.side_effects]
         return "\n".join(lines)
 
 
 def explain(fn):
-    """``explain(fn)(*inputs)``: trace once, print and return graph and break counts."""
+    """``explain(fn)(*inputs)``: trace once, print and return graphs, breaks and side effects."""
     inner = fn.fn if isinstance(fn, JitFunction) else fn
     binder = _Binder(inner)
-    name = getattr(inner, "__name__", "graph").replace("<lambda>", "lambda")
+    name = JitFunction.name.fget(types.SimpleNamespace(fn=inner))
 
     def run(*args, **kwargs) -> ExplainOutput:
         names, values, bound = binder.flatten(args, kwargs)
         t = trace_call(inner, binder, names, values, bound, False, name)
         graphs = [g for g in t.graphs if len(g)]
-        out = ExplainOutput(len(graphs), len(t.breaks), list(t.breaks), graphs, t.result)
+        out = ExplainOutput(
+            len(graphs), len(t.breaks), list(t.breaks), graphs, t.result, list(t.side_effects)
+        )
         out.pass_stats = list(getattr(t.compiled, "stats", []))
         print(out)
         return out

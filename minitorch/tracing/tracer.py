@@ -14,11 +14,15 @@ that flow across the break. Results are always those of eager execution.
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import sys
 from dataclasses import dataclass
 
+from ..core import registry
 from ..core.errors import OpError
-from ..core.registry import OpDef, Spec
-from ..core.tensor import Tensor
+from ..core.registry import OpDef, OpKind, Spec, get_op, register_kernel, register_op, register_vjp
+from ..core.tensor import Tensor, enable_grad, is_grad_enabled
 from ..exercises import exercise
 from .graph import Graph, Node, user_location
 from .interpreter import run_node
@@ -38,6 +42,55 @@ class Break:
 
 
 _active: list[Tracer] = []
+
+# ``detach`` must be a node of the graph (eager detach cuts the gradient), so it is an
+# op of the one registry: an identity view with no gradient. The interpreter runs it as
+# ``Tensor.detach`` so that the result does not require grad, exactly as in eager mode.
+register_op("detach", OpKind.VIEW, 1, lambda a: a, doc="the same values, cut from autograd")
+register_kernel("detach", "*")(lambda a, out: a)
+register_vjp("detach")(lambda grad, out, a: (None,))
+_DETACH = get_op("detach")
+
+
+def _record(tracer: Tracer, op: OpDef, inputs: tuple, attrs: dict) -> Proxy:
+    out = record_op(tracer, op, inputs, attrs)
+    # what eager would say: the tracer records grad mode and requires_grad as eager sets them
+    grad = is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs)
+    if not is_grad_enabled() and tracer.grad_mode and op.name != "detach":
+        # a no_grad block inside the function: the result has no history. (A call made
+        # under no_grad needs none: grad mode is part of jit's cache key.)
+        out = record_op(tracer, _DETACH, (out,), {})
+    out.requires_grad = grad
+    return out
+
+
+# An op on state tensors alone (``self.w.T``, ``W * 2``) has no Proxy input, so dispatch
+# would run it eagerly and bake the result in as a constant, stale after an optimizer
+# step. While a jit trace runs, such an op is recorded too: its state inputs become graph
+# inputs. Outside a trace this costs one check per op.
+_plain_apply = registry._eager_apply
+
+
+def _apply(op: OpDef, inputs: tuple, attrs: dict):
+    if _active:
+        tracer = _active[-1]
+        if tracer.external and tracer.recording:
+            if any(tracer.state_entry(x)[0] is not None for x in inputs):
+                return _record(tracer, op, inputs, attrs)
+    return _plain_apply(op, inputs, attrs)
+
+
+registry._eager_apply = _apply
+
+
+def _escaped(p: Proxy) -> OpError:
+    return OpError(
+        "jit",
+        f"a traced value ({p!r}) of the trace of {p._tracer.name!r} was used after that trace "
+        "ended (it escaped: stored in a global, an object or a list while tracing)",
+        hint="return every tensor the caller needs from the jitted function (tuple, list, dict, "
+        "namedtuple or dataclass); do not keep traced values outside it",
+    )
 
 
 class Proxy(Tensor):
@@ -80,8 +133,20 @@ class Proxy(Tensor):
 
     @classmethod
     def __minitorch_dispatch__(cls, op: OpDef, inputs: tuple, attrs: dict):
-        tracer = next(x._tracer for x in inputs if isinstance(x, Proxy))
-        return record_op(tracer, op, inputs, attrs)
+        p = next(x for x in inputs if isinstance(x, Proxy))
+        if not p._tracer.live:
+            raise _escaped(p)
+        return _record(p._tracer, op, inputs, attrs)
+
+    @property
+    def _data(self):
+        # Only code that bypasses dispatch (an in-place update such as Parameter.assign_)
+        # reads the data of a tensor: it cannot be recorded.
+        caller = sys._getframe(1).f_code.co_name
+        return self._concrete(
+            f"{caller}() reads the data of a traced tensor (in-place updates are not traced; "
+            "compile training steps with Chapter 9)"
+        )._data
 
     # ------------------------------------------------------------ data-dependent: breaks
     def _concrete(self, reason: str) -> Tensor:
@@ -115,7 +180,21 @@ class Proxy(Tensor):
         return f"Proxy(%{self.node.name}: {self.node.spec})"
 
     def detach(self) -> Tensor:
-        return self
+        out = record_op(self._tracer, _DETACH, (self,), {}) if self._tracer.live else None
+        if out is None:
+            raise _escaped(self)
+        return out
+
+    def assign_(self, value: Tensor) -> Tensor:
+        """An argument (a Parameter passed in) updated in place: not traced, a break."""
+        target = self._concrete("assign_() of a traced tensor (in-place updates are not traced)")
+        if not hasattr(target, "assign_"):
+            raise OpError("assign_", "only a Parameter can be updated in place", hint="")
+        return target.assign_(value)
+
+    def backward(self, grad: Tensor | None = None) -> None:
+        value = self._concrete("backward() inside a traced function (Chapter 9 compiles it)")
+        value.backward(grad)
 
     def to(self, target) -> Tensor:
         if target in ("cpu", "cuda"):
@@ -136,9 +215,14 @@ class Tracer:
     graph break); ``None`` traces from specs alone, where a break is an error.
     """
 
-    def __init__(self, name: str = "graph", fullgraph: bool = False, concrete=None):
+    def __init__(self, name: str = "graph", fullgraph: bool = False, concrete=None, why=None):
         self.name = name
         self.fullgraph = fullgraph or concrete is None
+        # why a break is an error here: fullgraph=True, a cond branch, or tracing from specs
+        self.why = why or ("fullgraph=True" if fullgraph else "tracing from shapes alone")
+        self.live = True  # False once the `with` block that traced ends
+        self.grad_mode = is_grad_enabled()  # at the start of the trace
+        self.recording = True  # False while evaluating nodes at a graph break
         self.graph = Graph(name)
         self.graphs: list[Graph] = [self.graph]
         self.breaks: list[Break] = []
@@ -147,6 +231,13 @@ class Tracer:
         self._crossing: dict[Node, Node] = {}  # node of an older graph -> input of the current
         self._sources: dict[Node, Node] = {}  # input of a later graph -> node it stands for
         self._broken: list[Node] = []  # nodes whose value Python read at a break
+        # tensors read from outside the call (globals, closures, module attributes) that
+        # become graph inputs: id -> (path, name, tensor), filled in by jit before tracing
+        self.external: dict[int, tuple] = {}
+        self.state_inputs: list[tuple[Node, tuple]] = []  # (input node, path) in order
+        self._by_data: dict[int, tuple] = {}  # id of a state tensor's data -> its entry
+        self._state: dict[tuple[int, int], Node] = {}
+        self._state_values: dict[Node, Tensor] = {}
 
     # ------------------------------------------------------------ what record_op uses
     def lift(self, x) -> Node:
@@ -168,12 +259,47 @@ class Tracer:
                 self._sources[inner] = node
             return inner
         if isinstance(x, Tensor):
-            return self.graph.add_const(x)
+            ext, detached = self.state_entry(x)
+            if ext is None:
+                return self.graph.add_const(x)  # made during the call: a constant
+            t = ext[2]
+            node = self._state.get((id(self.graph), id(t)))
+            if node is None:
+                taken = {n.name for n in self.graph.inputs}
+                name = re.sub(r"\W+", "_", ext[1]).strip("_") or "state"
+                while name in taken:
+                    name += "_"
+                node = self.graph.add_input(t.spec, name)
+                self._state[(id(self.graph), id(t))] = node
+                self._state_values[node] = t
+                self.state_inputs.append((node, ext[0]))
+            if detached:  # ``w.detach()`` of a state tensor: the same data, no history
+                key = (id(self.graph), id(x))
+                if key not in self._state:
+                    self._state[key] = self.graph.add_node("detach", [node], {}, node.spec)
+                return self._state[key]
+            return node
         raise OpError(
             "trace",
             f"cannot record an op input of type {type(x).__name__}",
             hint="op inputs are Tensors; Python numbers are lifted by Tensor methods",
         )
+
+    def set_external(self, tensors: dict) -> None:
+        """The tensors read from outside the call (id -> (path, name, tensor)), see jit."""
+        self.external = tensors
+        self._by_data = {id(t._data): e for e in tensors.values() for t in (e[2],)}
+
+    def state_entry(self, x: Tensor):
+        """``(entry, detached)`` if ``x`` is a state tensor (or a detached alias of one)."""
+        ext = self.external.get(id(x))
+        if ext is not None and ext[2] is x:
+            return ext, False
+        if self._by_data and not isinstance(x, Proxy):
+            ext = self._by_data.get(id(x._data))
+            if ext is not None and ext[2]._data is x._data and ext[2].spec == x.spec:
+                return ext, True
+        return None, False
 
     def proxy(self, node: Node) -> Proxy:
         return Proxy(self, node)
@@ -184,21 +310,32 @@ class Tracer:
     # ------------------------------------------------------------ breaks
     def graph_break(self, p: Proxy, reason: str) -> Tensor:
         where = user_location()
+        if p._tracer is not self or not self.live:
+            raise _escaped(p)
         if self.fullgraph:
+            if self.why.startswith("a cond branch"):
+                hint = (
+                    "cond branches must be traceable: compute with tensor ops only, and "
+                    "move .item()/if on tensors/in-place updates out of the branch"
+                )
+            elif self.why == "fullgraph=True":
+                hint = (
+                    "use minitorch.cond(pred, true_fn, false_fn, *operands) for tensor-dependent "
+                    "branches, or drop fullgraph=True to split the function into several graphs"
+                )
+            else:
+                hint = (
+                    "use minitorch.cond for tensor-dependent branches, or call the jitted function"
+                )
             raise GraphBreakError(
-                f"graph break at {where}: {reason} needs a value the trace does not have. "
-                "Hint: use minitorch.cond(pred, true_fn, false_fn, *operands) for tensor-dependent "
-                "branches, or drop fullgraph=True to split the function into several graphs"
-            )
-        if p._tracer is not self:
-            raise OpError(
-                "trace",
-                "a traced value escaped its trace",
-                hint="return it from the traced function instead",
+                f"graph break at {where}: {reason} needs a value the trace does not have "
+                f"({self.why}). Hint: {hint}"
             )
         self.breaks.append(Break(reason, where))
         self._broken.append(p.node)
         value = self.evaluate(p.node)
+        for n in self.graph.nodes:  # now, as eager did: Python may mutate state after the break
+            self.evaluate(n)
         self.graph = Graph(f"{self.name}_{len(self.graphs)}")
         self.graphs.append(self.graph)
         self._crossing = {}
@@ -214,7 +351,10 @@ class Tracer:
                 continue
             if n.op == "input":
                 src = self._sources.get(n)
-                if src is None:
+                if n in self._state_values:
+                    self._values[n] = self._state_values[n]
+                    stack.pop()
+                elif src is None:
                     self._values[n] = self._concrete[n.graph.inputs.index(n)]
                     stack.pop()
                 elif src in self._values:
@@ -231,7 +371,12 @@ class Tracer:
             if todo:
                 stack.extend(todo)
                 continue
-            self._values[n] = run_node(n, [self._values[i] for i in n.inputs])
+            self.recording = False  # computing for real, not recording
+            try:
+                with enable_grad():  # no_grad regions were recorded as detach nodes
+                    self._values[n] = run_node(n, [self._values[i] for i in n.inputs])
+            finally:
+                self.recording = True
             stack.pop()
         return self._values[node]
 
@@ -247,10 +392,12 @@ class Tracer:
 
     def __enter__(self) -> Tracer:
         _active.append(self)
+        self.live = True
         return self
 
     def __exit__(self, *exc) -> None:
         _active.remove(self)
+        self.live = False
 
 
 def tracing() -> bool:
@@ -285,31 +432,71 @@ def record_op(tracer: Tracer, op: OpDef, inputs: tuple, attrs: dict) -> Proxy:
     raise NotImplementedError("Exercise 5.1: record_op")
 
 
-def trace_function(fn, specs: list[Spec], names=None, name=None) -> Graph:
+def trace_function(fn, specs: list[Spec], names=None, name=None, why=None) -> Graph:
     """Trace ``fn`` on inputs described by ``specs`` alone (no data: breaks are errors)."""
     names = names or [f"x{i}" for i in range(len(specs))]
-    tracer = Tracer(name or getattr(fn, "__name__", "graph"), fullgraph=True)
+    tracer = Tracer(name or getattr(fn, "__name__", "graph"), fullgraph=True, why=why)
     with tracer:
         args = [tracer.input(s, n) for s, n in zip(specs, names)]
         result = fn(*args)
-    leaves, tree = flatten_output(tracer, result)
+        leaves, tree = flatten_output(tracer, result)
     tracer.graph.set_outputs(leaves, tree)
     return tracer.graph
 
 
 def flatten_output(tracer: Tracer, result):
-    """The output nodes of ``result`` (a tensor or nested tuples/lists) and how to repack them."""
+    """The output nodes of ``result`` and the tree that packs them back (see ``Graph.unflatten``).
+
+    Tensors may be nested in tuples, lists, dicts, namedtuples and dataclasses; any
+    other value is returned as it was at trace time, so it must not hold a traced tensor.
+    """
     leaves: list[Node] = []
 
     def walk(x):
         if isinstance(x, Tensor):
             leaves.append(tracer.lift(x))
             return ("leaf", len(leaves) - 1)
-        if isinstance(x, (tuple, list)):
-            return ("list" if isinstance(x, list) else "tuple", [walk(v) for v in x])
+        if isinstance(x, tuple) and hasattr(type(x), "_fields"):
+            return ("namedtuple", (type(x), [walk(v) for v in x]))
+        if type(x) in (tuple, list):
+            return (type(x).__name__, [walk(v) for v in x])
+        if type(x) is dict:
+            return ("dict", (tuple(x), [walk(v) for v in x.values()]))
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            names = [f.name for f in dataclasses.fields(x)]
+            return ("dataclass", (type(x), names, [walk(getattr(x, n)) for n in names]))
+        hidden = _find_proxy(x)
+        if hidden is not None:
+            raise OpError(
+                "jit",
+                f"the result holds a traced tensor inside a {type(x).__name__} ({hidden}); "
+                "it would keep the first call's value",
+                hint="return tensors in a tuple, list, dict, namedtuple or dataclass",
+            )
         return ("static", x)
 
     return leaves, walk(result)
+
+
+def _find_proxy(x, depth: int = 3):
+    """Where a Proxy hides in a non-container result (attributes, sets, nested), or None."""
+    if isinstance(x, Proxy):
+        return repr(x)
+    if depth == 0:
+        return None
+    if isinstance(x, dict):
+        items = list(x.items())
+    elif isinstance(x, (list, tuple, set, frozenset)):
+        items = list(enumerate(x))
+    elif hasattr(x, "__dict__") and not isinstance(x, type):
+        items = list(vars(x).items())
+    else:
+        return None
+    for k, v in items:
+        found = _find_proxy(v, depth - 1)
+        if found is not None:
+            return f"{k}: {found}"
+    return None
 
 
 __all__ = ["Break", "GraphBreakError", "Proxy", "Tracer", "record_op", "trace_function", "tracing"]

@@ -1,0 +1,316 @@
+"""What a traced function reads besides its arguments, and the guards that keep it honest.
+
+Before tracing, jit walks what the function can reach: the globals its code names,
+its closure cells, ``self`` for a method or a module, and (recursively) the user
+functions, modules, dataclasses and containers found there. Every value gets a
+*path* from the function (``self.layers[0].weight``, ``global scale``), so that the
+same value can be read again on the next call, from the function object of that call:
+
+* a tensor found this way becomes a **graph input** when the trace uses it (fed from
+  its path on every call), so rebinding a global tensor or an optimizer step on a
+  parameter is seen without retracing; its shape, dtype, device and
+  ``requires_grad`` are guarded;
+* a Python value (number, string, tuple, a user function) is **guarded**: jit
+  records it after the trace and checks it on every call; a change retraces, with
+  the path and both values as the reason.
+
+Walking the state before and after the trace also shows the trace's side effects
+(a list that grew, an attribute that changed): they ran once, at trace time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import sys
+import types
+
+from ..core.tensor import Tensor
+from .tracer import Proxy
+
+_LIBRARIES = {"minitorch", "numpy", "numba", "builtins", "hypothesis", "pytest", "_pytest"}
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_MAX_DEPTH, _MAX_ITEMS = 8, 2000
+
+
+class FloatBits:
+    """A float in a cache key, equal to another only with the same bits (-0.0, NaN)."""
+
+    __slots__ = ("value", "bits")
+
+    def __init__(self, value: float):
+        self.value, self.bits = value, struct.pack("<d", value)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, FloatBits) and self.bits == other.bits
+
+    def __hash__(self) -> int:
+        return hash(self.bits)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def by_bits(key):
+    """``key`` with every float replaced by its :class:`FloatBits` (nested tuples too)."""
+    if isinstance(key, float):
+        return FloatBits(key)
+    if isinstance(key, tuple):
+        return tuple(by_bits(k) for k in key)
+    return key
+
+
+def value_key(v):
+    """A hashable, bit-exact description of a guarded Python value."""
+    if isinstance(v, float):
+        return ("float", FloatBits(v))
+    if isinstance(v, complex):
+        return ("complex", FloatBits(v.real), FloatBits(v.imag))
+    if isinstance(v, tuple):
+        return (type(v).__name__, tuple(value_key(x) for x in v))
+    return (type(v).__name__, v)
+
+
+def show(key) -> str:
+    """The value a :func:`value_key` describes, for messages."""
+    kind, body = key[0], key[1]
+    if kind == "float":
+        return repr(body)
+    if isinstance(body, tuple):
+        return "(" + ", ".join(show(k) for k in body) + ("," if len(body) == 1 else "") + ")"
+    return repr(body)
+
+
+def _library(obj) -> bool:
+    mod = getattr(obj, "__module__", None) or type(obj).__module__ or ""
+    top = mod.split(".")[0]
+    return top in _LIBRARIES or top in sys.stdlib_module_names
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _names(c)
+    return names
+
+
+# ---------------------------------------------------------------- paths
+
+
+def resolve(root, path: tuple):
+    """Follow ``path`` from ``root = (fn, args)``; LookupError when it leads nowhere now.
+
+    A path starts at the function, or at an argument (``("arg", (i, name))``: an object
+    passed in, such as a module, whose attributes the function reads).
+    """
+    x, args = root
+    if path and path[0][0] == "arg":
+        x, path = args[path[0][1][0]], path[1:]
+    for kind, arg in path:
+        try:
+            if kind == "glob":
+                x = x.__globals__[arg]
+            elif kind == "cell":
+                x = x.__closure__[x.__code__.co_freevars.index(arg)].cell_contents
+            elif kind == "attr":
+                x = vars(x)[arg]
+            elif kind == "item":
+                x = x[arg]
+            elif kind == "self":
+                x = x.__self__
+            elif kind == "func":
+                x = x.__func__
+            elif kind == "method":
+                x = getattr(type(x), arg)
+            elif kind == "jit":
+                x = x.fn
+        except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:
+            raise LookupError(str(e)) from None
+    return x
+
+
+def path_name(path: tuple) -> str:
+    out = ""
+    for kind, arg in path:
+        if kind in ("glob", "cell"):
+            word = "global" if kind == "glob" else "closure"
+            out = f"{word} {arg}" if not out else f"{out} -> {word} {arg}"
+        elif kind == "attr":  # from the root: the jitted object itself (a module)
+            out = f"{out or 'self'}.{arg}"
+        elif kind == "item":
+            out = f"{out}[{arg!r}]"
+        elif kind == "self":
+            out = "self" if not out else f"{out}.__self__"
+        elif kind == "arg":
+            out = arg[1]  # (position, name)
+    return out or "the function"
+
+
+# ---------------------------------------------------------------- the walk
+
+
+@dataclasses.dataclass
+class State:
+    """What a walk found: tensors by id, guarded values and (for side effects) sizes."""
+
+    tensors: dict[int, tuple] = dataclasses.field(default_factory=dict)  # id -> (path, name, t)
+    values: dict[tuple, tuple] = dataclasses.field(default_factory=dict)  # path -> key
+    idents: dict[tuple, object] = dataclasses.field(default_factory=dict)  # path -> function
+    sizes: dict[tuple, int] = dataclasses.field(default_factory=dict)  # path -> len (lists)
+
+
+def scan(fn, args=(), names=()) -> State:
+    """Walk everything ``fn`` can reach besides its tensor and scalar arguments.
+
+    Objects passed as arguments (a module, a config) are walked too: ``args`` are the
+    argument values and ``names`` their names, for messages.
+    """
+    state, seen, count = State(), set(), [0]
+
+    def walk(x, path, depth):
+        count[0] += 1
+        if count[0] > _MAX_ITEMS or depth > _MAX_DEPTH:  # bounded: deeper state is not guarded
+            return
+        if isinstance(x, Tensor):
+            if not isinstance(x, Proxy) and id(x) not in state.tensors:
+                state.tensors[id(x)] = (path, path_name(path), x)
+            return
+        if isinstance(x, _SCALARS) or (
+            isinstance(x, tuple) and all(isinstance(v, _SCALARS) for v in x)
+        ):
+            state.values[path] = value_key(x)
+            return
+        if id(x) in seen:
+            return
+        seen.add(id(x))
+        if isinstance(x, (tuple, list, dict)):
+            state.sizes[path] = len(x)
+            items = x.items() if isinstance(x, dict) else enumerate(x)
+            for k, v in list(items):
+                if isinstance(k, (str, int)):
+                    walk(v, path + (("item", k),), depth + 1)
+        elif isinstance(x, types.FunctionType) and not _library(x):
+            state.idents[path] = x
+            walk_function(x, path, depth)
+        elif isinstance(x, types.MethodType):
+            walk(x.__self__, path + (("self", None),), depth + 1)
+        elif type(x).__name__ == "JitFunction":
+            walk(x.fn, path + (("jit", None),), depth + 1)
+        elif isinstance(x, (types.ModuleType, type)):
+            return
+        elif hasattr(x, "__dict__") and (
+            not _library(x) or _is_module(x) or dataclasses.is_dataclass(x)
+        ):
+            for k, v in list(vars(x).items()):
+                if not k.startswith("__"):
+                    walk(v, path + (("attr", k),), depth + 1)
+        else:  # a library object (a numpy array, an op, a builtin): the same object or retrace
+            state.idents[path] = x
+
+    def walk_function(f, path, depth):
+        g = f.__globals__
+        for name in sorted(_names(f.__code__)):
+            if name in g:
+                walk(g[name], path + (("glob", name),), depth + 1)
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell (a name assigned later)
+                continue
+            walk(value, path + (("cell", name),), depth + 1)
+
+    for i, (v, name) in enumerate(zip(args, names)):
+        if not isinstance(v, (Tensor, *_SCALARS, tuple, list, dict, types.FunctionType)):
+            walk(v, (("arg", (i, name)),), 0)
+    if isinstance(fn, types.MethodType):
+        walk(fn.__self__, (("self", None),), 0)
+        seen.add(id(fn.__func__))
+        walk_function(fn.__func__, (("func", None),), 0)
+    elif isinstance(fn, types.FunctionType):
+        seen.add(id(fn))
+        walk_function(fn, (), 0)
+    else:  # a callable object (an nn.Module): its attributes, then its forward/__call__
+        walk(fn, (), 0)
+        meth = "forward" if _is_module(fn) else "__call__"
+        f = getattr(type(fn), meth, None)
+        if isinstance(f, types.FunctionType):
+            walk_function(f, (("method", meth),), 0)
+    return state
+
+
+def _is_module(x) -> bool:
+    from ..nn.module import Module
+
+    return isinstance(x, Module)
+
+
+def side_effects(before: State, after: State) -> list[str]:
+    """What the trace changed in the state it can reach (it ran once, at trace time)."""
+    out, grown = [], set()
+    for path, n in after.sizes.items():
+        old = before.sizes.get(path)
+        if old is not None and old != n:
+            out.append(f"{path_name(path)} changed size from {old} to {n}")
+            grown.add(path)
+    for path, key in after.values.items():
+        old = before.values.get(path)
+        if old is None and path not in before.values:
+            if path[:-1] in grown:  # an item appended: said above
+                continue
+            out.append(f"{path_name(path)} was set to {show(key)}")
+        elif old != key:
+            out.append(f"{path_name(path)} changed from {show(old)} to {show(key)}")
+    return out
+
+
+def tensor_guard(t) -> tuple:
+    return (tuple(t.shape), t.dtype.name, t.device, bool(t.requires_grad))
+
+
+def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[str]:
+    """Why the state read from ``root`` differs from what a trace recorded ([] if it does not)."""
+    reasons = []
+    for path, key in values.items():
+        try:
+            now = resolve(root, path)
+        except LookupError:
+            reasons.append(f"{path_name(path)} is gone")
+            continue
+        if isinstance(now, Tensor) or not isinstance(now, (*_SCALARS, tuple)):
+            reasons.append(f"{path_name(path)} is no longer a {key[0]}")
+            continue
+        new = value_key(now)
+        if new != key:
+            if new[0] != key[0]:
+                reasons.append(f"{path_name(path)} changed type from {key[0]} to {new[0]}")
+            else:
+                reasons.append(f"{path_name(path)} changed from {show(key)} to {show(new)}")
+    for path, n in sizes.items():
+        try:
+            now = len(resolve(root, path))
+        except (LookupError, TypeError):
+            reasons.append(f"{path_name(path)} is gone")
+            continue
+        if now != n:
+            reasons.append(f"{path_name(path)} changed size from {n} to {now}")
+    for path, obj in idents.items():
+        try:
+            if resolve(root, path) is not obj:
+                reasons.append(f"{path_name(path)} is a different object")
+        except LookupError:
+            reasons.append(f"{path_name(path)} is gone")
+    for path, g in tensors:
+        try:
+            t = resolve(root, path)
+        except LookupError:
+            reasons.append(f"{path_name(path)} is gone")
+            continue
+        if not isinstance(t, Tensor):
+            reasons.append(f"{path_name(path)} is no longer a tensor")
+            continue
+        now = tensor_guard(t)
+        for what, old, new in zip(("shape", "dtype", "device", "requires_grad"), g, now):
+            if old != new:
+                reasons.append(f"{path_name(path)}.{what} changed from {old!r} to {new!r}")
+    return reasons
