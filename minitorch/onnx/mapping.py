@@ -56,6 +56,7 @@ UNARY = {
     "sigmoid": "Sigmoid",
     "relu": "Relu",
     "contiguous": "Identity",
+    "detach": "Identity",  # a gradient stop: nothing to do at inference
 }
 BINARY = {
     "add": "Add",

@@ -98,6 +98,7 @@ def test_backward_and_compiled_plans_are_recorded():
         check(n in names, "10.1", f"no event named {n!r}", names=names)
     plan = next(e for e in prof.events if e.cat == "plan")
     inner = [e.name for e in _ops(prof) if plan.start <= e.start and e.end <= plan.end]
+    inner = [n for n in inner if n != "detach"]  # jit records w.detach() as a graph op
     check(inner == ["matmul", "tanh"], "10.1", "the plan's ops run inside it", got=inner)
     check(names.count("matmul") >= 3, "10.1", "backward's matmuls are op calls too", names=names)
 
