@@ -95,7 +95,7 @@ def draw_dag(ax, items, title="", outputs=()):
         for k, key in enumerate(keys):
             xy[key] = ((k + 0.5) * width / len(keys), -d)
     colours = {"input": "#cfe8ff", "const": "#eeeeee", "op": "#ffe4b5", "grad": "#d8f5d0"}
-    for key, label, kind, inputs in items:
+    for key, _label, _kind, inputs in items:
         for i in inputs:
             if i in xy:
                 ax.add_patch(
@@ -200,9 +200,7 @@ def draw_tiling(ax, n=8, tile=4, block=(1, 0)):
         ax.text(x0 + n / 2, 0.6, name, ha="center", fontsize=9)
     colours = plt.get_cmap("viridis")(np.linspace(0.2, 0.9, steps))
     for s in range(steps):
-        ax.add_patch(
-            Rectangle((s * tile, -(bi + 1) * tile), tile, tile, fc=colours[s], alpha=0.8)
-        )
+        ax.add_patch(Rectangle((s * tile, -(bi + 1) * tile), tile, tile, fc=colours[s], alpha=0.8))
         ax.add_patch(
             Rectangle((n + 2 + bj * tile, -(s + 1) * tile), tile, tile, fc=colours[s], alpha=0.8)
         )
