@@ -51,11 +51,14 @@ def unary_vjp(op: str, grad: Tensor, out: Tensor, a: Tensor) -> Tensor:
     """The gradient for ``a`` of the elementwise op ``out = op(a)``.
 
     ``op`` is one of ``neg, abs, exp, log, sqrt, recip, tanh, sigmoid, relu``.
-    Each rule is ``grad * f'(a)``; several derivatives are cheapest written
-    with the saved output ``out``: ``exp' = out``, ``sqrt' = 0.5 / out``,
-    ``recip' = -out * out``, ``tanh' = 1 - out**2``, ``sigmoid' = out * (1 - out)``.
-    For ``relu`` and ``abs`` use ``minitorch.where`` on ``a > 0`` / ``a < 0``
-    (the derivative at 0 is taken to be 0). Raise ``KeyError`` for another op.
+    Each rule is ``grad * f'(a)``, a tensor of ``a``'s shape, written with
+    Tensor ops. Raise ``KeyError`` for another op. At a kink (``relu`` and
+    ``abs`` at 0) the derivative is taken to be 0.
+
+    Hint: the saved output ``out`` makes several derivatives cheaper. For
+    example ``exp' = exp = out``; find the similar forms for ``sqrt``,
+    ``recip``, ``tanh`` and ``sigmoid`` (differentiate, then look for ``out``
+    in the result). ``minitorch.where`` picks per element for ``relu`` and ``abs``.
 
     Example:
         >>> a = minitorch.tensor([1.0, 4.0])
@@ -71,9 +74,13 @@ def binary_vjp(op: str, grad: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tupl
 
     ``a`` and ``b`` may have been broadcast to ``out.shape``: compute each
     gradient at ``out``'s shape, then bring it back with :func:`unbroadcast`
-    (exercise 2.1) to ``a.shape`` and ``b.shape``.
-    Rules: ``add -> (g, g)``, ``sub -> (g, -g)``, ``mul -> (g*b, g*a)``,
-    ``div -> (g/b, -g*a/b**2)`` (write ``b*b``, it is cheaper than pow).
+    (exercise 2.1) to ``a.shape`` and ``b.shape``. Raise ``KeyError`` for
+    another op.
+
+    Hint: ``add`` passes ``grad`` to both inputs unchanged; for the others,
+    take the partial derivative of ``out`` with respect to each input while
+    holding the other fixed (the book works ``mul`` through by hand). Prefer
+    ``b * b`` to a power: it is one cheap op.
 
     Example:
         >>> a, b = minitorch.tensor([[1.0], [2.0]]), minitorch.tensor([3.0, 4.0, 5.0])
@@ -112,11 +119,16 @@ def reduce_vjp(
 def matmul_vjp(grad: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """The gradients ``(for a, for b)`` of ``out = a @ b`` (2+ dims, batch dims broadcast).
 
-    For matrices, ``dL/da = grad @ b^T`` and ``dL/db = a^T @ grad``, where
-    ``^T`` swaps the last two axes (``x.transpose(-2, -1)``). With batch
-    dimensions the same formulas hold per batch; a batch dimension that was
-    broadcast (missing, or of size 1) must then be summed away: use
-    :func:`unbroadcast` to ``a.shape`` / ``b.shape``.
+    Each result has its input's shape. With batch dimensions the rule holds
+    per batch; a batch dimension that was broadcast (missing, or of size 1)
+    must then be summed away: use :func:`unbroadcast` to ``a.shape`` /
+    ``b.shape``.
+
+    Hint: let the shapes find the formula. ``grad`` is ``(n, m)``, ``a`` is
+    ``(n, k)`` and ``b`` is ``(k, m)``; the gradient for ``a`` must be
+    ``(n, k)``, and there is one way to get that from ``grad`` and ``b`` with
+    one matrix product and one transpose (``x.transpose(-2, -1)`` swaps the
+    last two axes). Check it on ``out[i, j] = sum_k a[i, k] * b[k, j]``.
 
     Example:
         >>> a, b = minitorch.ones(2, 3), minitorch.ones(3, 4)

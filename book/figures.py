@@ -1,0 +1,263 @@
+"""Drawing helpers for the book's figures (matplotlib only, run when the book builds).
+
+Each function draws from live objects: a tensor's (storage, shape, strides,
+offset), a traced graph's nodes, the autograd tape. Nothing here is a picture
+of a made-up example.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import FancyArrowPatch, Rectangle
+
+PALETTE = plt.get_cmap("tab20")
+
+
+# --------------------------------------------------------------- chapter 1: layouts
+def _positions(shape, strides, offset):
+    """Storage position of every element of a view, as an array of ``shape``."""
+    pos = np.full(shape, offset, dtype=int)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        idx = np.arange(n).reshape([-1 if k == d else 1 for k in range(len(shape))])
+        pos = pos + idx * s
+    return pos
+
+
+def draw_view(ax, tensor, title):
+    """Storage strip on top, the view's 2-D grid below; each cell shows its storage slot.
+
+    A cell's colour is its storage slot's colour, so stride 0 (expand) shows as a
+    repeated colour and a negative stride as colours running backwards.
+    """
+    data = tensor._data
+    storage = np.asarray(data.storage).ravel()
+    shape = tuple(tensor.shape) if len(tensor.shape) == 2 else (1, *tensor.shape)
+    strides = tuple(data.strides) if len(tensor.shape) == 2 else (0, *data.strides)
+    pos = _positions(shape, strides, data.offset)
+    used = set(pos.ravel().tolist())
+    n = len(storage)
+    for k in range(n):
+        face = PALETTE(k % 20) if k in used else "white"
+        ax.add_patch(Rectangle((k, 0), 1, 1, facecolor=face, edgecolor="black", lw=0.8))
+        ax.text(k + 0.5, 0.5, f"{storage[k]:g}", ha="center", va="center", fontsize=8)
+        ax.text(k + 0.5, 1.15, str(k), ha="center", va="bottom", fontsize=6, color="gray")
+    ax.text(-0.3, 0.5, "storage", ha="right", va="center", fontsize=8)
+    rows, cols = shape
+    top = -1.2
+    for i in range(rows):
+        for j in range(cols):
+            p = pos[i, j]
+            ax.add_patch(
+                Rectangle(
+                    (j, top - i - 1),
+                    1,
+                    1,
+                    facecolor=PALETTE(p % 20),
+                    edgecolor="black",
+                    lw=0.8,
+                )
+            )
+            ax.text(j + 0.5, top - i - 0.5, f"{storage[p]:g}", ha="center", va="center", fontsize=8)
+    ax.text(-0.3, top - rows / 2, "view", ha="right", va="center", fontsize=8)
+    ax.set_title(
+        f"{title}\nshape={tuple(tensor.shape)} strides={tuple(data.strides)} offset={data.offset}",
+        fontsize=9,
+    )
+    ax.set_xlim(-2.2, max(n, cols) + 0.2)
+    ax.set_ylim(top - rows - 0.2, 1.6)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+# --------------------------------------------------------------- graphs (chapters 2 and 5)
+def _layers(items):
+    """Depth of each item: 0 for sources, else one more than its deepest input."""
+    depth = {}
+    for key, _, _, inputs in items:
+        depth[key] = 1 + max((depth[i] for i in inputs if i in depth), default=-1)
+    return depth
+
+
+def draw_dag(ax, items, title="", outputs=()):
+    """Draw a DAG given in topological order as ``(key, label, kind, input_keys)``.
+
+    ``kind`` is ``"input"``, ``"const"`` or ``"op"`` and picks the box colour.
+    Layers run top to bottom; nodes of one layer are spread left to right.
+    """
+    depth = _layers(items)
+    by_layer: dict[int, list] = {}
+    for key, *_ in items:
+        by_layer.setdefault(depth[key], []).append(key)
+    xy = {}
+    width = max(len(v) for v in by_layer.values())
+    for d, keys in by_layer.items():
+        for k, key in enumerate(keys):
+            xy[key] = ((k + 0.5) * width / len(keys), -d)
+    colours = {"input": "#cfe8ff", "const": "#eeeeee", "op": "#ffe4b5", "grad": "#d8f5d0"}
+    for key, _label, _kind, inputs in items:
+        for i in inputs:
+            if i in xy:
+                ax.add_patch(
+                    FancyArrowPatch(
+                        xy[i],
+                        xy[key],
+                        arrowstyle="-|>",
+                        mutation_scale=10,
+                        shrinkA=11,
+                        shrinkB=11,
+                        color="gray",
+                    )
+                )
+    for key, label, kind, _ in items:
+        x, y = xy[key]
+        ax.text(
+            x,
+            y,
+            label,
+            ha="center",
+            va="center",
+            fontsize=7,
+            family="monospace",
+            bbox={"boxstyle": "round,pad=0.3", "fc": colours.get(kind, "white"), "ec": "black"},
+        )
+    for k, o in enumerate(outputs):
+        x, y = xy[o]
+        ax.annotate(
+            f"output {k}",
+            (x, y - 0.18),
+            (x, y - 0.7),
+            ha="center",
+            fontsize=7,
+            arrowprops={"arrowstyle": "<|-", "color": "gray"},
+        )
+    ax.set_xlim(-0.2, width + 0.2)
+    ax.set_ylim(-max(by_layer) - (1.0 if outputs else 0.5), 0.5)
+    ax.set_title(title, fontsize=9)
+    ax.axis("off")
+
+
+def graph_items(graph):
+    """A traced minitorch graph as ``draw_dag`` items (cond branches shown as one node)."""
+    items = []
+    for n in graph.nodes:
+        if n.op == "input":
+            items.append((n, f"%{n.name} input\n{n.spec}", "input", []))
+        elif n.op == "const":
+            items.append((n, f"const\n{n.spec}", "const", []))
+        else:
+            items.append((n, f"%{n.name} {n.op}\n{n.spec}", "op", list(n.inputs)))
+    return items
+
+
+def draw_graph(graph, title="", figsize=None):
+    items = graph_items(graph)
+    depth = max(_layers(items).values()) + 1
+    fig, ax = plt.subplots(figsize=figsize or (7, 0.75 * depth + 0.8))
+    draw_dag(ax, items, title or graph.name, outputs=graph.outputs)
+    fig.tight_layout()
+    return fig
+
+
+def tape_items(root):
+    """The autograd tape behind ``root`` as ``draw_dag`` items, leaves first."""
+    order, seen, stack = [], set(), [(root, False)]
+    while stack:
+        t, done = stack.pop()
+        if done:
+            order.append(t)
+            continue
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        stack.append((t, True))
+        if t._node is not None:
+            for i in reversed(t._node.inputs):
+                stack.append((i, False))
+    items = []
+    for t in order:
+        key = id(t)
+        if t._node is None:
+            kind = "input" if t.requires_grad else "const"
+            label = f"leaf {tuple(t.shape)}" + ("\nrequires_grad" if t.requires_grad else "")
+            items.append((key, label, kind, []))
+        else:
+            label = f"{t._node.op.name}\n{tuple(t.shape)}"
+            items.append((key, label, "op", [id(i) for i in t._node.inputs]))
+    return items
+
+
+# --------------------------------------------------------------- chapter 4: GPU pictures
+def draw_tiling(ax, n=8, tile=4, block=(1, 0)):
+    """C = A @ B with square tiles: the output tile of one block and the tiles it loads."""
+    bi, bj = block
+    steps = n // tile
+    panels = {"A": (0, 0), "B": (n + 2, 0), "C = A @ B": (2 * n + 4, 0)}
+    for name, (x0, _) in panels.items():
+        for k in range(steps + 1):
+            ax.plot([x0 + k * tile, x0 + k * tile], [0, -n], color="black", lw=1)
+            ax.plot([x0, x0 + n], [-k * tile, -k * tile], color="black", lw=1)
+        ax.text(x0 + n / 2, 0.6, name, ha="center", fontsize=9)
+    colours = plt.get_cmap("viridis")(np.linspace(0.2, 0.9, steps))
+    for s in range(steps):
+        ax.add_patch(Rectangle((s * tile, -(bi + 1) * tile), tile, tile, fc=colours[s], alpha=0.8))
+        ax.add_patch(
+            Rectangle((n + 2 + bj * tile, -(s + 1) * tile), tile, tile, fc=colours[s], alpha=0.8)
+        )
+        ax.text(s * tile + tile / 2, -(bi + 0.5) * tile, f"step {s}", ha="center", fontsize=7)
+        ax.text(
+            n + 2 + bj * tile + tile / 2,
+            -(s + 0.5) * tile,
+            f"step {s}",
+            ha="center",
+            fontsize=7,
+        )
+    ax.add_patch(
+        Rectangle((2 * n + 4 + bj * tile, -(bi + 1) * tile), tile, tile, fc="tab:red", alpha=0.7)
+    )
+    ax.text(
+        2 * n + 4 + bj * tile + tile / 2,
+        -(bi + 0.5) * tile,
+        f"block\n({bi},{bj})",
+        ha="center",
+        va="center",
+        fontsize=7,
+        color="white",
+    )
+    ax.set_xlim(-0.5, 3 * n + 4.5)
+    ax.set_ylim(-n - 0.5, 1.4)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+def draw_coalescing(ax, threads=8, row_len=8):
+    """Which addresses one warp's threads touch: walking along a row vs down a column."""
+    for r, (label, addr) in enumerate(
+        [
+            ("thread t reads a[0, t]  (stride 1: coalesced)", lambda t: t),
+            ("thread t reads a[t, 0]  (stride row_len: scattered)", lambda t: t * row_len),
+        ]
+    ):
+        y = -r * 3
+        n = threads * row_len if r else threads * 2
+        n = min(n, 64)
+        for k in range(n):
+            ax.add_patch(Rectangle((k * 0.25, y), 0.25, 0.6, fc="white", ec="lightgray", lw=0.5))
+        for seg in range(0, n, 8):
+            ax.add_patch(Rectangle((seg * 0.25, y), 2.0, 0.6, fill=False, ec="black", lw=1))
+        for t in range(threads):
+            a = addr(t)
+            if a < n:
+                ax.add_patch(Rectangle((a * 0.25, y), 0.25, 0.6, fc="tab:orange"))
+                ax.annotate(
+                    "",
+                    (a * 0.25 + 0.125, y + 0.6),
+                    (t * 0.6 + 0.3, y + 1.6),
+                    arrowprops={"arrowstyle": "-|>", "color": "gray", "lw": 0.7},
+                )
+                ax.text(t * 0.6 + 0.3, y + 1.7, f"t{t}", ha="center", fontsize=6)
+        touched = len({addr(t) // 8 for t in range(threads)})
+        ax.text(0, y - 0.5, f"{label}: {touched} memory segment(s) of 8 elements", fontsize=8)
+    ax.set_xlim(-0.3, 16.3)
+    ax.set_ylim(-4.2, 2.2)
+    ax.axis("off")
