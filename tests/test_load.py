@@ -10,18 +10,18 @@ before (chapters 1 and 3); ``make load-test`` runs every chapter's.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
 
 import minitorch as mt
 from autograder import manifest
-from autograder.plugin import Figures
 from autograder.runner import run_items
-from autograder.tests.ch1 import bench_ch1
 from minitorch.tensor import loops
 
 QUICK = {
@@ -76,19 +76,31 @@ def test_reference_earns_full_benchmark_marks_under_load(chapter):
         for r in results.values()
         if r.status != "excluded" and r.score < r.item.points
     }
+    for r in results.values():  # shown with ``pytest -s`` (``make load-test``)
+        print(f"{r.item.name}: {r.status} {r.score}/{r.item.points} {r.figures}")
     assert not short, short
 
 
-def _bench(fn):
-    figures = Figures()
-    fn(figures)
+class _Figures(dict):
+    """Stands in for the plugin's ``report`` fixture."""
+
+    def __call__(self, **figures):
+        self.update(figures)
+
+
+def _bench(name: str):
+    with warnings.catch_warnings():  # the grader's plugin registers the ``graded`` mark, not this
+        warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+        module = importlib.import_module("autograder.tests.ch1.bench_ch1")
+    figures = _Figures()
+    getattr(module, name)(figures)
     return figures
 
 
 def test_fast_wrong_map_contiguous_earns_nothing(monkeypatch):
     monkeypatch.setattr(loops, "map_contiguous", lambda fn, out, a: None)
     with pytest.raises(AssertionError, match="1.12"):
-        _bench(bench_ch1.bench_contiguous_fast_path)
+        _bench("bench_contiguous_fast_path")
 
 
 def test_map_contiguous_that_writes_only_once_earns_nothing(monkeypatch):
@@ -101,7 +113,7 @@ def test_map_contiguous_that_writes_only_once_earns_nothing(monkeypatch):
 
     monkeypatch.setattr(loops, "map_contiguous", once)
     with pytest.raises(AssertionError, match="1.12"):
-        _bench(bench_ch1.bench_contiguous_fast_path)
+        _bench("bench_contiguous_fast_path")
 
 
 def test_permute_that_copies_earns_nothing(monkeypatch):
@@ -110,12 +122,12 @@ def test_permute_that_copies_earns_nothing(monkeypatch):
 
     monkeypatch.setattr(mt.Tensor, "permute", copying_permute)
     with pytest.raises(AssertionError, match="1.6"):
-        _bench(bench_ch1.bench_view_is_free)
+        _bench("bench_view_is_free")
 
 
 def test_slow_contiguous_does_not_raise_the_view_score(monkeypatch):
-    fair = _bench(bench_ch1.bench_view_is_free)
+    fair = _bench("bench_view_is_free")
     monkeypatch.setattr(mt.Tensor, "contiguous", lambda self: [i for i in range(10**6)] and self)
-    slowed = _bench(bench_ch1.bench_view_is_free)
+    slowed = _bench("bench_view_is_free")
     # The baseline is numpy's copy: the learner's contiguous is never timed.
     assert slowed["copy_over_view"] < 3 * fair["copy_over_view"]
