@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import os
 import subprocess
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -21,6 +23,7 @@ import pytest
 
 import minitorch as mt
 from autograder import manifest
+from autograder.harness import compare, one_thread
 from autograder.runner import run_items
 from minitorch.tensor import loops
 
@@ -131,3 +134,33 @@ def test_slow_contiguous_does_not_raise_the_view_score(monkeypatch):
     slowed = _bench("bench_view_is_free")
     # The baseline is numpy's copy: the learner's contiguous is never timed.
     assert slowed["copy_over_view"] < 3 * fair["copy_over_view"]
+
+
+def test_compare_alternates_sides_and_verifies_every_sample():
+    ticks = itertools.count()
+    seen = []
+    t = compare(
+        {"a": lambda: "A", "b": lambda: "B"},
+        rounds=4,
+        warmup=0,
+        verify=lambda name, result: seen.append((name, result)),
+        clock=lambda: next(ticks) * 0.02,  # every sample lasts one call
+    )
+    assert seen == [("a", "A"), ("b", "B"), ("b", "B"), ("a", "A")] * 2
+    assert len(t.samples["a"]) == len(t.samples["b"]) == 4
+    assert t.ratio("a", "b") == pytest.approx(1.0)
+
+
+def test_compare_counts_cpu_time_not_waiting():
+    # Sleeping stands in for a core held by another process: the CPU clock stops meanwhile.
+    t = compare({"sleep": lambda: time.sleep(0.02), "spin": lambda: sum(range(20000))}, rounds=3)
+    assert t.best["sleep"] < 0.01
+
+
+def test_one_thread_restores_the_thread_count():
+    import numba
+
+    before = numba.get_num_threads()
+    with one_thread():
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before
