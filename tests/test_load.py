@@ -91,10 +91,10 @@ class _Figures(dict):
         self.update(figures)
 
 
-def _bench(name: str):
+def _bench(name: str, module: str = "ch1.bench_ch1"):
     with warnings.catch_warnings():  # the grader's plugin registers the ``graded`` mark, not this
         warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
-        module = importlib.import_module("autograder.tests.ch1.bench_ch1")
+        module = importlib.import_module(f"autograder.tests.{module}")
     figures = _Figures()
     getattr(module, name)(figures)
     return figures
@@ -126,6 +126,12 @@ def test_permute_that_copies_earns_nothing(monkeypatch):
     monkeypatch.setattr(mt.Tensor, "permute", copying_permute)
     with pytest.raises(AssertionError, match="1.6"):
         _bench("bench_view_is_free")
+
+
+def test_zip_that_skips_the_work_earns_nothing(monkeypatch):
+    monkeypatch.setattr(mt.Tensor, "__add__", lambda self, other: self)
+    with pytest.raises(AssertionError, match="3.2"):
+        _bench("bench_zip_vs_numpy", "ch3.bench_fast")
 
 
 def test_slow_contiguous_does_not_raise_the_view_score(monkeypatch):
