@@ -10,12 +10,13 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade check-solutions check-starter test pytest lint format book release release-check lab clean help
+.PHONY: grade check-solutions check-starter load-test test pytest lint format book release release-check lab clean help
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
 	@echo "make check-solutions  grade the reference solutions: must be full marks (CH=N)"
 	@echo "make test             everything CI runs"
+	@echo "make load-test        every chapter's benchmarks on the reference beside two busy processes"
 	@echo "make book             build the Jupyter Book into book/_build/html"
 	@echo "make release          regenerate exercises/ from solutions/notebooks/"
 	@echo "make lab              open the lab notebooks in JupyterLab"
@@ -46,6 +47,9 @@ check-starter: $(STAMP)
 
 pytest: $(STAMP)
 	@$(PY) -m pytest tests
+
+load-test: $(STAMP)
+	@MINITORCH_LOAD_TEST=full $(PY) -m pytest tests/test_load.py -k under_load -s
 
 lint: $(STAMP)
 	@$(BIN)/ruff check minitorch autograder solutions tests

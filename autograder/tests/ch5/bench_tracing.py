@@ -1,17 +1,17 @@
 """Graded benchmarks, chapter 5: tracing is linear, cached calls are cheap, Python overhead.
 
-Every figure is a ratio of two timings taken in the same run. The two sides
-are measured in alternating rounds (``harness.measure`` each time) and the
-best round of each is kept, so a burst of load on a shared machine hits
-both sides alike.
+Every figure is a ratio of two timings taken in the same run, in interleaved
+rounds on CPU time (``harness.compare``), so load on a shared machine hits
+both sides alike. Every result timed is checked against the same chain of ops
+computed in numpy here, so a fast wrong answer earns nothing.
 """
 
 from __future__ import annotations
 
-import gc
+import numpy as np
 
 import minitorch
-from autograder.harness import benchmark, measure
+from autograder.harness import assert_close, benchmark, check, compare
 from minitorch.tracing import interpret
 
 
@@ -26,24 +26,51 @@ def _chain(n: int):
     return f
 
 
-def _best(fns: dict, rounds: int = 9, repeat: int = 3) -> dict:
-    best = {k: float("inf") for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            gc.collect()
-            best[k] = min(best[k], measure(fn, repeat=repeat))
-    return best
+def _numpy_chain(n: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    for k in range(n // 2):
+        x = np.tanh(x * y) if k % 2 else np.maximum(x + y, 0)
+    return x
+
+
+def _inputs(*shape):
+    rng = np.random.default_rng(0)
+    xn, yn = (
+        rng.standard_normal(shape, dtype=np.float32),
+        rng.standard_normal(shape, dtype=np.float32),
+    )
+    return xn, yn, minitorch.tensor(xn), minitorch.tensor(yn)
+
+
+def _verify(exercise: str, want: dict, ops: dict | None = None, inputs=()):
+    """Check every timed result: ``want[name]`` as a tensor, or (with ``ops``) a graph of
+    ``ops[name]`` ops that computes it on ``inputs``."""
+
+    def verify(name, result):
+        if ops is not None:
+            n = ops[name]
+            check(len(result) == n, exercise, f"the trace has {len(result)} ops, expected {n}")
+            result = interpret(result, *inputs)
+        assert_close(result.numpy(), want[name], exercise, rtol=1e-4, atol=1e-5, timed=name)
+
+    return verify
 
 
 @benchmark(
     "5.1", points=2, metric="per_node_ratio", bands=[(3.0, 1.0), (6.0, 0.5)], higher_is_better=False
 )
 def bench_tracing_is_linear(report):
-    x, y = minitorch.randn(4, 4), minitorch.randn(4, 4)
+    xn, yn, x, y = _inputs(4, 4)
     small, large = minitorch.jit(_chain(50)), minitorch.jit(_chain(400))
     n_small, n_large = len(small.trace(x, y)), len(large.trace(x, y))
-    t = _best({"small": lambda: small.trace(x, y), "large": lambda: large.trace(x, y)})
-    per_small, per_large = t["small"] / n_small, t["large"] / n_large
+    want = {"small": _numpy_chain(50, xn, yn), "large": _numpy_chain(400, xn, yn)}
+    ops = {"small": n_small, "large": n_large}
+    check(n_large == 8 * n_small, "5.1", f"traces of 50 and 400 ops have {n_small} and {n_large}")
+    t = compare(
+        {"small": lambda: small.trace(x, y), "large": lambda: large.trace(x, y)},
+        rounds=9,
+        verify=_verify("5.1", want, ops, inputs=(x, y)),
+    )
+    per_small, per_large = t.best["small"] / n_small, t.best["large"] / n_large
     report(
         per_node_ratio=per_large / per_small,
         us_per_node_50=per_small * 1e6,
@@ -59,15 +86,19 @@ def bench_tracing_is_linear(report):
     higher_is_better=False,
 )
 def bench_cached_call_is_cheap(report):
-    x, y = minitorch.randn(4, 4), minitorch.randn(4, 4)
+    xn, yn, x, y = _inputs(4, 4)
     f = minitorch.jit(_chain(40))
     graph = f.trace(x, y)
     f(x, y)  # trace once; later calls hit the cache
-    t = _best({"call": lambda: f(x, y), "interpret": lambda: interpret(graph, x, y)})
+    t = compare(
+        {"call": lambda: f(x, y), "interpret": lambda: interpret(graph, x, y)},
+        rounds=9,
+        verify=_verify("5.7", dict.fromkeys(("call", "interpret"), _numpy_chain(40, xn, yn))),
+    )
     report(
-        call_over_interpret=t["call"] / t["interpret"],
-        call_us=t["call"] * 1e6,
-        interpret_us=t["interpret"] * 1e6,
+        call_over_interpret=t.ratio("call", "interpret"),
+        call_us=t.best["call"] * 1e6,
+        interpret_us=t.best["interpret"] * 1e6,
     )
 
 
@@ -79,11 +110,16 @@ def bench_cached_call_is_cheap(report):
     higher_is_better=False,
 )
 def bench_interpreter_overhead(report):
-    x, y = minitorch.randn(2, 2), minitorch.randn(2, 2)
+    xn, yn, x, y = _inputs(2, 2)
     fn = _chain(200)
     graph = minitorch.jit(fn).trace(x, y)
     n = len(graph)
-    t = _best({"eager": lambda: fn(x, y), "interpret": lambda: interpret(graph, x, y)})
+    t = compare(
+        {"eager": lambda: fn(x, y), "interpret": lambda: interpret(graph, x, y)},
+        rounds=9,
+        verify=_verify("5.6", dict.fromkeys(("eager", "interpret"), _numpy_chain(200, xn, yn))),
+    )
+    t = t.best
     report(
         interpret_over_eager=t["interpret"] / t["eager"],
         eager_us_per_op=t["eager"] / n * 1e6,
