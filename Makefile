@@ -10,7 +10,7 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade check-solutions check-starter test pytest lint format book release release-check lab clean help
+.PHONY: grade check-solutions check-starter hashes test pytest lint format book release release-check lab clean help
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
@@ -18,6 +18,7 @@ help:
 	@echo "make test             everything CI runs"
 	@echo "make book             build the Jupyter Book into book/_build/html"
 	@echo "make release          regenerate exercises/ from solutions/notebooks/"
+	@echo "make hashes           record the grader's files in autograder/hashes.json after a change"
 	@echo "make lab              open the lab notebooks in JupyterLab"
 
 $(STAMP):
@@ -38,6 +39,10 @@ check-solutions: $(STAMP)
 
 check-starter: $(STAMP)
 	@$(PY) -m autograder --expect zero --json build/starter.json
+
+# After an intended change to the grader, its tests or the references: record their hashes.
+hashes: $(STAMP)
+	@$(PY) -m autograder.integrity --write
 
 pytest: $(STAMP)
 	@$(PY) -m pytest tests
