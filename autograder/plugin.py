@@ -155,7 +155,12 @@ def pytest_runtest_makereport(item, call):
             if info.get("kind") == "benchmark" and figures.get(info["metric"]) is None:
                 event.update(outcome="failed", message=f"benchmark reported no {info['metric']!r}")
         elif rep.skipped:
-            reason = str(rep.longrepr[-1]) if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+            if hasattr(rep, "wasxfail"):
+                reason = f"xfail: {rep.wasxfail}"
+            elif isinstance(rep.longrepr, tuple):
+                reason = str(rep.longrepr[-1])
+            else:
+                reason = str(rep.longrepr).strip().splitlines()[-1:][0] if rep.longrepr else ""
             event.update(outcome="skipped", message=reason[:MESSAGE_LIMIT])
         else:
             exc = call.excinfo

@@ -40,6 +40,10 @@ def _one_line(r: Result) -> str:
     return first[:160] + (f"  → {r.where}" if r.where else "")
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def _details(r: Result, lines: int = 6) -> list[str]:
     """The failing input under the first line (``shape = (2, 2)``, hypothesis's example)."""
     rest = (r.message or "").strip().splitlines()[1:]
@@ -92,7 +96,7 @@ def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: 
         bad = [r for r in rs if r.counted and r.score < r.item.points - 1e-9]
         if bad:
             n_bench = sum(r.item.kind == "benchmark" for r in bad)
-            counts = [f"{len(bad) - n_bench} tests", f"{n_bench} benchmarks"]
+            counts = [_count(len(bad) - n_bench, "test"), _count(n_bench, "benchmark")]
             console.print(
                 f"  [bold]What went wrong[/] ({', '.join(c for c in counts if not c.startswith('0 '))};"
                 " `make grade EX=C.N` reruns one exercise):"
