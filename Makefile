@@ -10,7 +10,7 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade check-solutions check-starter hashes test pytest lint format book release release-check lab clean help
+.PHONY: grade check-solutions check-starter hashes gradescope student-release test pytest lint format book release release-check lab clean help
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
@@ -43,6 +43,10 @@ check-starter: $(STAMP)
 # After an intended change to the grader, its tests or the references: record their hashes.
 hashes: $(STAMP)
 	@$(PY) -m autograder.integrity --write
+
+# build/gradescope.zip: upload as the assignment's autograder (see CONTRIBUTING.md, class use).
+gradescope: $(STAMP)
+	@$(PY) -m autograder.gradescope --out build/gradescope.zip
 
 pytest: $(STAMP)
 	@$(PY) -m pytest tests

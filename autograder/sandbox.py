@@ -101,9 +101,19 @@ def kill_descendants(spare: tuple[int, ...] = ()) -> int:
     return killed
 
 
-def limit_resources(cpu_seconds: int) -> None:
-    """``preexec_fn`` of every child: its own session and resource limits."""
+CHILD_USER = os.environ.get("AUTOGRADER_CHILD_USER")  # class setup: run learner code as this user
+
+
+def limit_resources(cpu_seconds: int, switch_user: bool = True) -> None:
+    """``preexec_fn`` of every child: its own session, resource limits, maybe another user."""
     os.setsid()
+    if switch_user and CHILD_USER and os.geteuid() == 0:
+        import pwd
+
+        user = pwd.getpwnam(CHILD_USER)
+        os.setgroups([])
+        os.setgid(user.pw_gid)
+        os.setuid(user.pw_uid)
     for name, value in LIMITS.items():
         try:
             resource.setrlimit(getattr(resource, name), (value, value))
@@ -195,6 +205,9 @@ def build_tree(submission: Path, mode: str, withhold: str | None, names: set[str
                 text = _withhold(text, names, withhold)
             (ref / path.name).write_text(text, encoding="utf-8")
     (tree / "pytest.ini").write_text(INI.format(cache=tree / ".pytest_cache"))
+    if CHILD_USER:  # readable, not writable, by the child's user
+        for path in [tree, *tree.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
     return tree
 
 
