@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import traceback
 from pathlib import Path
 
@@ -129,6 +130,9 @@ def _message(exc: BaseException, exercise: str) -> str:
             text if text.startswith("Exercise") else f"Exercise {exercise}"
         )
     text = str(exc).strip() or type(exc).__name__
+    stub = re.search(r"NotImplementedError: (Exercise \d+\.\d+[^\\\n'\"]*)", text)
+    if stub:  # a stub that raised in a process the test started
+        return f"not implemented yet: {stub.group(1).strip()}"
     if not isinstance(exc, AssertionError):
         text = f"{type(exc).__name__}: {text}"
     if notes:

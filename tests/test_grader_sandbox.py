@@ -107,3 +107,22 @@ def _cmdline(pid: str) -> bytes:
             return f.read()
     except OSError:
         return b""
+
+
+def test_messages_unwrap_groups_and_name_unimplemented_exercises():
+    from autograder.plugin import _message
+
+    inner = AssertionError("Exercise 1.2: got (0,), expected (1,)")
+    inner.__notes__ = ["Falsifying example: test(shape=(2, 2))"]
+    group = Exception("Hypothesis found 2 distinct failures.")
+    group.exceptions = (inner, ValueError("x"))  # an ExceptionGroup (3.11) or its backport
+    text = _message(group, "1.2")
+    assert text.startswith("Exercise 1.2: got") and "shape=(2, 2)" in text
+    assert (
+        _message(NotImplementedError("Exercise 1.3: s"), "1.3")
+        == "not implemented yet: Exercise 1.3: s"
+    )
+    child = AssertionError(
+        "child failed\n  stderr = '...NotImplementedError: Exercise 3.4: pack\\n'"
+    )
+    assert _message(child, "3.4") == "not implemented yet: Exercise 3.4: pack"
