@@ -44,6 +44,10 @@ check-starter: $(STAMP)
 hashes: $(STAMP)
 	@$(PY) -m autograder.integrity --write
 
+# build/student/: the learner repository, references in autograder/vault.zip instead of solutions/.
+student-release: $(STAMP)
+	@$(PY) -m autograder.student_release --out build/student
+
 # build/gradescope.zip: upload as the assignment's autograder (see CONTRIBUTING.md, class use).
 gradescope: $(STAMP)
 	@$(PY) -m autograder.gradescope --out build/gradescope.zip

@@ -14,7 +14,10 @@ not met); 2 when the grader itself could not run.
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import integrity, manifest, sandbox
+from . import integrity, manifest, sandbox, vault
 from .notebooks import grade_lab
 from .report import print_report, totals, write_results_json
 from .runner import run_items
@@ -60,6 +63,11 @@ def main(argv=None) -> int:
     out = Path(args.json)
     out.unlink(missing_ok=True)  # a run that fails leaves no stale scores behind
     sandbox.become_subreaper()
+    if not manifest.NOTEBOOKS.exists() and vault.VAULT.exists():  # a student repository
+        private = Path(tempfile.mkdtemp(prefix="lab-sources-"))
+        atexit.register(shutil.rmtree, private, True)
+        vault.extract("solutions/notebooks/*.ipynb", private)
+        manifest.NOTEBOOKS = private / "solutions" / "notebooks"
     tampered = integrity.problems()
     if tampered and not args.solutions:
         console.print("[red bold]The grader's own files differ from autograder/hashes.json:[/]")

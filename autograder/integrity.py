@@ -14,8 +14,8 @@ import argparse
 import hashlib
 import json
 import sys
-from pathlib import Path
 
+from . import vault
 from .manifest import ROOT
 
 HASHES = ROOT / "autograder" / "hashes.json"
@@ -29,33 +29,30 @@ PATTERNS = (
 )
 
 
-def grader_files(root: Path = ROOT) -> list[str]:
+def grader_files() -> list[str]:
     found = set()
     for pattern in PATTERNS:
-        found |= {
-            p.relative_to(root).as_posix()
-            for p in root.glob(pattern)
-            if p.is_file() and "__pycache__" not in p.parts
-        }
+        found |= {rel for rel in vault.names(pattern) if "__pycache__" not in rel}
     return sorted(found)
 
 
-def digest(path: Path) -> str:
+def digest(data: bytes) -> str:
     # Line endings normalised so a checkout on Windows verifies too.
-    return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
 
 
-def current(root: Path = ROOT) -> dict[str, str]:
-    return {rel: digest(root / rel) for rel in grader_files(root)}
+def current() -> dict[str, str]:
+    """Hashes of the grader's files, wherever they are (the vault in a student repository)."""
+    return {rel: digest(vault.read(rel)) for rel in grader_files()}
 
 
-def problems(root: Path = ROOT) -> list[str]:
+def problems() -> list[str]:
     """What differs from ``hashes.json``: edited, added or missing grader files."""
     try:
         expected = json.loads(HASHES.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return [f"{HASHES.relative_to(ROOT)} is missing or unreadable"]
-    now = current(root)
+    now = current()
     out = [f"{rel} was edited" for rel in sorted(now.keys() & expected.keys())
            if now[rel] != expected[rel]]  # fmt: skip
     out += [f"{rel} is not a grader file" for rel in sorted(now.keys() - expected.keys())]

@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import vault
 from .manifest import ROOT
 
 GRADER_DIRS = ("autograder",)
@@ -38,7 +39,7 @@ LIMITS = {  # soft = hard; generous for Numba, tight enough to stop a runaway
 }
 PR_SET_CHILD_SUBREAPER = 36
 _IGNORE = shutil.ignore_patterns(
-    "__pycache__", "*.pyc", ".ipynb_checkpoints", "*.so", "*.nbi", "*.nbc"
+    "__pycache__", "*.pyc", ".ipynb_checkpoints", "*.so", "*.nbi", "*.nbc", "vault.zip"
 )
 
 
@@ -199,11 +200,11 @@ def build_tree(submission: Path, mode: str, withhold: str | None, names: set[str
         ref = tree / "solutions" / "reference"
         ref.mkdir(parents=True)
         (tree / "solutions" / "__init__.py").write_text("")
-        for path in sorted((ROOT / "solutions" / "reference").glob("*.py")):
-            text = path.read_text(encoding="utf-8")
-            if withhold and path.stem == f"ch{withhold.split('.')[0]}":
+        for rel in vault.names("solutions/reference/*.py"):
+            text, name = vault.read(rel).decode("utf-8"), Path(rel).name
+            if withhold and name == f"ch{withhold.split('.')[0]}.py":
                 text = _withhold(text, names, withhold)
-            (ref / path.name).write_text(text, encoding="utf-8")
+            (ref / name).write_text(text, encoding="utf-8")
     (tree / "pytest.ini").write_text(INI.format(cache=tree / ".pytest_cache"))
     if CHILD_USER:  # readable, not writable, by the child's user
         for path in [tree, *tree.rglob("*")]:
