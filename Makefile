@@ -19,6 +19,8 @@ help:
 	@echo "make book             build the Jupyter Book into book/_build/html"
 	@echo "make release          regenerate exercises/ from solutions/notebooks/"
 	@echo "make hashes           record the grader's files in autograder/hashes.json after a change"
+	@echo "make gradescope       build/gradescope.zip: the Gradescope autograder"
+	@echo "make student-release  build/student/: the learner repository (references in a vault)"
 	@echo "make lab              open the lab notebooks in JupyterLab"
 
 $(STAMP):
