@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 STUB = 'raise NotImplementedError("Exercise 1.3: strides_from_shape")'
-ATTACKS = sorted(p.stem for p in HOSTILE.glob("*.py"))
+ATTACKS = sorted(p.stem for p in HOSTILE.glob("*.py") if not p.stem.startswith("known_gap"))
+GAPS = sorted(p.stem for p in HOSTILE.glob("known_gap_*.py"))
 
 
 @pytest.fixture
@@ -124,3 +125,15 @@ def test_planting_a_correct_answer_earns_full_marks(repo):
     path.write_text(path.read_text().replace(STUB, honest))
     data = grade(repo)
     assert data["score"] == data["max_score"] == 2
+
+
+@pytest.mark.xfail(strict=True, reason="comparisons and the plugin run in the learner's process")
+@pytest.mark.parametrize("attack", GAPS)
+def test_known_gap_still_earns_points(repo, attack):
+    """Attacks that in-process grading cannot stop (CONTRIBUTING.md, threat model).
+
+    Strict xfail: when the parent-compares redesign closes a gap, this fails and
+    the fixture moves to the attacks above.
+    """
+    plant(repo, attack)
+    assert grade(repo)["score"] == 0
