@@ -230,6 +230,8 @@ def grade_lab(
         score, _, error = scores[gid]
         score = min(max(score, 0.0), item.points)
         status = "passed" if score >= item.points else "failed"
+        if error.startswith("NotImplementedError") and len(error) < 40:
+            error = "not implemented yet (the answer cell still raises NotImplementedError)"
         msg = (
             ""
             if status == "passed"
