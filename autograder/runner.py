@@ -278,6 +278,8 @@ class _Session:
                     chunk = os.read(read_end, 1 << 16)
                     eof = not chunk
                     buffer += chunk
+                elif eof and not done:  # the pipe was closed under us: just watch the clock
+                    time.sleep(0.05)
                 *lines, buffer = buffer.split(b"\n")
                 try:
                     if len(buffer) > RECORD_LIMIT:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import ctypes
 import os
+import pwd
 import resource
 import shutil
 import signal
@@ -103,18 +104,17 @@ def kill_descendants(spare: tuple[int, ...] = ()) -> int:
 
 
 CHILD_USER = os.environ.get("AUTOGRADER_CHILD_USER")  # class setup: run learner code as this user
+# Looked up here, not after fork: a preexec_fn must not import (another thread may hold the lock).
+_CHILD_IDS = (lambda u: (u.pw_uid, u.pw_gid))(pwd.getpwnam(CHILD_USER)) if CHILD_USER else None
 
 
 def limit_resources(cpu_seconds: int, switch_user: bool = True) -> None:
     """``preexec_fn`` of every child: its own session, resource limits, maybe another user."""
     os.setsid()
-    if switch_user and CHILD_USER and os.geteuid() == 0:
-        import pwd
-
-        user = pwd.getpwnam(CHILD_USER)
+    if switch_user and _CHILD_IDS and os.geteuid() == 0:
         os.setgroups([])
-        os.setgid(user.pw_gid)
-        os.setuid(user.pw_uid)
+        os.setgid(_CHILD_IDS[1])
+        os.setuid(_CHILD_IDS[0])
     for name, value in LIMITS.items():
         try:
             resource.setrlimit(getattr(resource, name), (value, value))
