@@ -10,7 +10,7 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade check-solutions check-starter load-test test pytest lint format book release release-check lab clean help
+.PHONY: grade check-solutions check-starter load-test hashes gradescope student-release test pytest lint format book release release-check lab clean help
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
@@ -19,6 +19,9 @@ help:
 	@echo "make load-test        every chapter's benchmarks on the reference beside two busy processes"
 	@echo "make book             build the Jupyter Book into book/_build/html"
 	@echo "make release          regenerate exercises/ from solutions/notebooks/"
+	@echo "make hashes           record the grader's files in autograder/hashes.json after a change"
+	@echo "make gradescope       build/gradescope.zip: the Gradescope autograder"
+	@echo "make student-release  build/student/: the learner repository (references in a vault)"
 	@echo "make lab              open the lab notebooks in JupyterLab"
 
 $(STAMP):
@@ -44,6 +47,18 @@ check-solutions: $(STAMP)
 
 check-starter: $(STAMP)
 	@$(PY) -m autograder --expect zero --json build/starter.json
+
+# After an intended change to the grader, its tests or the references: record their hashes.
+hashes: $(STAMP)
+	@$(PY) -m autograder.integrity --write
+
+# build/student/: the learner repository, references in autograder/vault.zip instead of solutions/.
+student-release: $(STAMP)
+	@$(PY) -m autograder.student_release --out build/student
+
+# build/gradescope.zip: upload as the assignment's autograder (see CONTRIBUTING.md, class use).
+gradescope: $(STAMP)
+	@$(PY) -m autograder.gradescope --out build/gradescope.zip
 
 pytest: $(STAMP)
 	@$(PY) -m pytest tests

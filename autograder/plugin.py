@@ -1,24 +1,24 @@
 """The pytest plugin that runs inside the grader's child process.
 
 It puts each graded test's exercise in focus (isolated mode), collects the
-benchmark figures, and writes one JSON line per event to the file named by
-``AUTOGRADER_EVENTS`` (never to stdout, so learner output cannot mix in).
-``autograder/tests/conftest.py`` loads it, so plain ``pytest`` on a test file
-works too (without that variable it only sets the focus).
+benchmark figures, and writes one JSON line per event to the results pipe the
+grader opened (never to stdout, so learner output cannot mix in). The child's
+bootstrap calls :func:`attach` before anything else is imported, so the pipe's
+inherited descriptor is moved away before learner code runs; the parent still
+trusts nothing it reads (see ``runner.py``). ``autograder/tests/conftest.py``
+loads this plugin, so plain ``pytest`` on a test file works too (without a
+pipe it only sets the focus).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import traceback
 from pathlib import Path
 
 import pytest
-
-from minitorch import exercises
-
-from .harness import band_fraction
 
 __all__ = [
     "Figures",
@@ -29,18 +29,29 @@ __all__ = [
     "_focus_on_exercise",
 ]
 
-# Taken out of the environment so code under test does not find it there.
-_events_path = os.environ.pop("AUTOGRADER_EVENTS", None)
+_channel: list[int] = []  # the write end of the results pipe, once attached
 _ROOT = Path(__file__).resolve().parent.parent
+MESSAGE_LIMIT = 2000
+
+
+def attach(fd: int) -> None:
+    """Take the inherited pipe ``fd``: a non-inheritable duplicate, the original closed."""
+    _channel[:] = [os.dup(fd)]
+    os.close(fd)
 
 
 def _emit(**event) -> None:
-    if not _events_path:
+    if not _channel:
         return
-    with open(_events_path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(event, default=str) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    data = (json.dumps(event, default=str) + "\n").encode()
+    while data:
+        data = data[os.write(_channel[0], data) :]
+
+
+def _exercises():
+    from minitorch import exercises  # imported late: after attach(), inside the tests
+
+    return exercises
 
 
 def pytest_configure(config) -> None:
@@ -69,6 +80,7 @@ def report(request) -> Figures:
 @pytest.fixture(autouse=True)
 def _focus_on_exercise(request):
     info = _marker(request.node)
+    exercises = _exercises()
     if info is None or exercises.get_mode()[0] != "isolated" or os.environ.get("MINITORCH_FOCUS"):
         yield
         return
@@ -91,8 +103,9 @@ def _where(excinfo, exercise: str) -> str:
             continue
         if rel.parts and rel.parts[0] in ("minitorch", "solutions"):
             best = f"{rel.as_posix()}:{entry.lineno}"
-    if best is None and exercise in exercises.REGISTRY:
-        code = exercises.REGISTRY[exercise].stub.__code__
+    registry = _exercises().REGISTRY
+    if best is None and exercise in registry:
+        code = registry[exercise].stub.__code__
         try:
             rel = Path(code.co_filename).resolve().relative_to(_ROOT).as_posix()
             best = f"{rel}:{code.co_firstlineno}"
@@ -101,17 +114,30 @@ def _where(excinfo, exercise: str) -> str:
     return best or ""
 
 
-def _message(excinfo) -> str:
-    exc = excinfo.value
+def _first_failure(exc: BaseException) -> BaseException:
+    """Hypothesis raises an ExceptionGroup for distinct failures: report the first one."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _message(exc: BaseException, exercise: str) -> str:
+    exc = _first_failure(exc)
+    notes = [n for n in getattr(exc, "__notes__", []) if "Falsifying" in n or "=" in n]
     if isinstance(exc, NotImplementedError):
-        return "not implemented yet"
+        text = str(exc).strip()
+        return "not implemented yet: " + (
+            text if text.startswith("Exercise") else f"Exercise {exercise}"
+        )
     text = str(exc).strip() or type(exc).__name__
+    stub = re.search(r"NotImplementedError: (Exercise \d+\.\d+[^\\\n'\"]*)", text)
+    if stub:  # a stub that raised in a process the test started
+        return f"not implemented yet: {stub.group(1).strip()}"
     if not isinstance(exc, AssertionError):
         text = f"{type(exc).__name__}: {text}"
-    notes = [n for n in getattr(exc, "__notes__", []) if "Falsifying" in n or "=" in n]
     if notes:
         text += "\n" + "\n".join(notes[:6])
-    return text
+    return text[:MESSAGE_LIMIT]
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -130,23 +156,22 @@ def pytest_runtest_makereport(item, call):
         figures = dict(getattr(item, "_figures", {}) or {})
         if rep.passed:
             event["outcome"] = "passed"
-            if info.get("kind") == "benchmark":
-                value = figures.get(info["metric"])
-                if value is None:
-                    event.update(
-                        outcome="failed", message=f"benchmark reported no {info['metric']!r}"
-                    )
-                else:
-                    event["fraction"] = band_fraction(
-                        value, info["bands"], info.get("higher_is_better", True)
-                    )
+            if info.get("kind") == "benchmark" and figures.get(info["metric"]) is None:
+                event.update(outcome="failed", message=f"benchmark reported no {info['metric']!r}")
         elif rep.skipped:
-            event.update(outcome="skipped", message=str(rep.longrepr[-1]) if rep.longrepr else "")
+            if hasattr(rep, "wasxfail"):
+                reason = f"xfail: {rep.wasxfail}"
+            elif isinstance(rep.longrepr, tuple):
+                reason = str(rep.longrepr[-1])
+            else:
+                reason = str(rep.longrepr).strip().splitlines()[-1:][0] if rep.longrepr else ""
+            event.update(outcome="skipped", message=reason[:MESSAGE_LIMIT])
         else:
+            exc = call.excinfo
             event.update(
                 outcome="failed",
-                message=_message(call.excinfo) if call.excinfo else str(rep.longrepr)[-500:],
-                where=_where(call.excinfo, info["exercise"]) if call.excinfo else "",
+                message=_message(exc.value, info["exercise"]) if exc else str(rep.longrepr)[-500:],
+                where=_where(exc, info["exercise"]) if exc else "",
             )
         event["figures"] = figures
         _emit(**event)

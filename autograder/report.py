@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .manifest import ExerciseInfo, exercise_sort_key
@@ -36,6 +38,17 @@ def _figures(r: Result) -> str:
 def _one_line(r: Result) -> str:
     first = (r.message or r.status).strip().splitlines()[0] if (r.message or r.status) else ""
     return first[:160] + (f"  → {r.where}" if r.where else "")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _details(r: Result, lines: int = 6) -> list[str]:
+    """The failing input under the first line (``shape = (2, 2)``, hypothesis's example)."""
+    rest = (r.message or "").strip().splitlines()[1:]
+    shown = [t[:160] for t in rest if t.strip()][:lines]
+    return shown + (["..."] if len([t for t in rest if t.strip()]) > lines else [])
 
 
 def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: Console,
@@ -75,25 +88,35 @@ def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: 
         console.print(table)
         benches = [r for r in rs if r.item.kind == "benchmark" and r.counted]
         for r in benches:
-            figures = _figures(r) or r.message.splitlines()[0] if (r.figures or r.message) else ""
+            text = r.message.strip().splitlines() if r.message.strip() else [""]
+            figures = _figures(r) or text[0] if (r.figures or r.message) else ""
             console.print(
-                f"  [bold]{r.item.name}[/] ({r.item.exercise}): {figures}", highlight=False
+                f"  [bold]{r.item.name}[/] ({r.item.exercise}): {escape(figures)}", highlight=False
             )
         bad = [r for r in rs if r.counted and r.score < r.item.points - 1e-9]
         if bad:
-            console.print("  [bold]What went wrong[/] (`make grade EX=C.N` reruns one exercise):")
+            n_bench = sum(r.item.kind == "benchmark" for r in bad)
+            counts = [_count(len(bad) - n_bench, "test"), _count(n_bench, "benchmark")]
+            console.print(
+                f"  [bold]What went wrong[/] ({', '.join(c for c in counts if not c.startswith('0 '))};"
+                " `make grade EX=C.N` reruns one exercise):"
+            )
             # Tests of one exercise that fail the same way get one line.
             lines: dict[tuple, list[Result]] = defaultdict(list)
             for r in bad:
-                lines[(r.item.exercise, _one_line(r))].append(r)
-            for (ex, line), group in lines.items():
+                lines[(r.item.exercise, r.item.kind, _one_line(r))].append(r)
+            for (ex, kind, line), group in lines.items():
                 colour = STYLE.get(group[0].status, "red")
-                names = group[0].item.name if len(group) == 1 else f"{len(group)} tests"
-                console.print(f"  [{colour}]{ex:>6} {names}[/]: {line}", highlight=False)
+                plural = "benchmarks" if kind == "benchmark" else "tests"
+                names = group[0].item.name if len(group) == 1 else f"{len(group)} {plural}"
+                console.print(f"  [{colour}]{ex:>6} {names}[/]: {escape(line)}", highlight=False)
+                for detail in _details(group[0]):
+                    console.print(f"         {escape(detail)}", highlight=False)
         excluded = [r for r in rs if r.status == "excluded"]
         for r in excluded:
             console.print(
-                f"  [dim]{r.item.exercise} {r.item.name}: not run ({r.message}); left out of the total[/]"
+                f"  [dim]{r.item.exercise} {r.item.name}: not run ({escape(r.message)});"
+                " left out of the total[/]"
             )
         console.print()
     got, possible = totals(results)
@@ -123,4 +146,6 @@ def write_results_json(results: list[Result], path: Path, seconds: float, meta: 
     data = {"score": round(got, 4), "max_score": possible, "execution_time": round(seconds, 1),
             "tests": tests, "extra_data": meta}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2))
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=2))
+    os.replace(partial, path)  # atomic: a reader sees the old file or the whole new one

@@ -1,27 +1,37 @@
-"""Run graded tests in child processes that may crash, hang or exit without harm.
+"""Run graded tests in child processes that may crash, hang, exit or lie without harm.
 
-The child is pytest with :mod:`autograder.plugin`; it reports each test to an
-events file. The parent watches that file: a test that runs past its time
-limit is killed, a child that dies costs only the test it was running, and the
-remaining tests run again in a fresh child. Whatever happens, every expected
-test ends with a result.
+Each child is pytest with :mod:`autograder.plugin` in a fresh grading tree
+(:mod:`autograder.sandbox`); in isolated mode every exercise gets its own
+child, with that exercise's reference withheld. The child reports each test
+over a pipe the parent opened; the parent validates every record (schema, one
+result per expected test, in order) and treats anything else as tampering,
+which voids that child's results. A test that runs past its time limit is
+killed, a child that dies costs only the test it was running, and the
+remaining tests run again in a fresh child. After every child the whole
+process tree is killed. Whatever happens, every expected test ends with a result.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
+import math
 import os
+import select
 import signal
 import subprocess
-import sys
 import tempfile
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .manifest import ROOT, Item
+from . import sandbox
+from .manifest import ROOT, Item, exercises
+
+MESSAGE_LIMIT = 2000
+RECORD_LIMIT = 64 * 1024
+OUTCOMES = ("passed", "failed", "skipped")
 
 
 @dataclass
@@ -34,22 +44,29 @@ class Result:
     figures: dict = field(default_factory=dict)
     duration: float = 0.0
 
+    def __post_init__(self):
+        if len(self.message) > MESSAGE_LIMIT:
+            self.message = self.message[:MESSAGE_LIMIT] + " ... (cut)"
+        self.where = self.where[:300]
+
     @property
     def counted(self) -> bool:
         return self.status != "excluded"
 
 
-def child_env(mode: str, events: Path | None = None, focus: str | None = None) -> dict:
-    env = dict(os.environ)
-    env.update(MINITORCH_MODE=mode, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
+def child_env(mode: str, focus: str | None = None, cache: Path | None = None) -> dict:
+    drop = ("MINITORCH_", "AUTOGRADER_", "PYTHON", "PYTEST_", "NUMBA_CACHE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(MINITORCH_MODE=mode, MINITORCH_MODE_FIXED="1", PYTHONHASHSEED="0",
+               PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # fmt: skip
+    env.setdefault("NUMBA_ENABLE_CUDASIM", "1")
     # One BLAS thread: on a busy 2-core machine threaded BLAS makes timings erratic.
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
-    env.pop("MINITORCH_FOCUS", None)
     if focus:
         env["MINITORCH_FOCUS"] = focus
-    if events is not None:
-        env["AUTOGRADER_EVENTS"] = str(events)
+    if cache is not None:
+        env["NUMBA_CACHE_DIR"] = str(cache)
     return env
 
 
@@ -59,7 +76,7 @@ def _tail(path: Path, lines: int = 8) -> str:
     except OSError:
         return ""
     interesting = [t for t in text if t.strip() and not t.startswith(("=", "_", "  warnings"))]
-    return "\n".join(interesting[-lines:])
+    return "\n".join(t[:300] for t in interesting[-lines:])
 
 
 def _exit_reason(code: int) -> str:
@@ -71,23 +88,72 @@ def _exit_reason(code: int) -> str:
     return f"the test process exited with code {code}"
 
 
-def _score(item: Item, event: dict) -> Result:
-    outcome = event.get("outcome")
-    figures = event.get("figures") or {}
-    msg, where = event.get("message", ""), event.get("where", "")
+class Forged(Exception):
+    """A record on the results pipe that the grader's plugin would not have written."""
+
+
+def _finite(x) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)
+
+
+def parse_record(line: bytes, expected: set[str]) -> dict:
+    """One record from the pipe, checked field by field; raises :class:`Forged`."""
+    try:
+        ev = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        raise Forged("a line that is not JSON") from None
+    if not isinstance(ev, dict) or ev.get("event") not in ("start", "result"):
+        raise Forged("a record of unknown kind")
+    if not isinstance(ev.get("nodeid"), str) or ev["nodeid"] not in expected:
+        raise Forged(f"a record for a test that was not asked for: {str(ev.get('nodeid'))[:80]!r}")
+    if ev["event"] == "start":
+        if set(ev) != {"event", "nodeid"}:
+            raise Forged("a start record with extra fields")
+        return ev
+    allowed = {"event", "nodeid", "outcome", "duration", "message", "where", "figures"}
+    figures = ev.get("figures", {})
+    if (
+        not set(ev) <= allowed
+        or ev.get("outcome") not in OUTCOMES
+        or not _finite(ev.get("duration"))
+        or not isinstance(ev.get("message", ""), str)
+        or not isinstance(ev.get("where", ""), str)
+        or not isinstance(figures, dict)
+        or len(figures) > 32
+        or not all(isinstance(k, str) and len(k) < 64 and _finite(v) for k, v in figures.items())
+    ):
+        raise Forged("a result record that does not fit the schema")
+    return ev
+
+
+def band_fraction(value: float, bands, higher_is_better: bool = True) -> float:
+    """The fraction of a benchmark's points for ``value``, from the grader's own bands."""
+    for threshold, fraction in bands:
+        if (value >= threshold) if higher_is_better else (value <= threshold):
+            return min(1.0, max(0.0, float(fraction)))
+    return 0.0
+
+
+def _score(item: Item, ev: dict) -> Result:
+    outcome, figures = ev["outcome"], ev.get("figures", {})
+    msg, where, duration = ev.get("message", ""), ev.get("where", ""), max(0.0, ev["duration"])
     if outcome == "passed":
-        fraction = event.get("fraction", 1.0) if item.kind == "benchmark" else 1.0
-        status = "passed" if fraction >= 1.0 else "failed"
-        if item.kind == "benchmark" and fraction < 1.0:
-            value = figures.get(item.metric)
+        if item.kind != "benchmark":
+            return Result(item, "passed", item.points, "", where, figures, duration)
+        value = figures.get(item.metric)
+        if value is None:
+            return Result(item, "failed", 0.0, f"benchmark reported no {item.metric!r}", where,
+                          figures, duration)  # fmt: skip
+        fraction = band_fraction(value, item.bands, item.higher_is_better)
+        if fraction < 1.0:
             msg = f"{item.metric} = {value:.3g}, below the full-credit threshold {item.bands[0][0]}"
-        return Result(item, status, item.points * fraction, msg, where, figures, event["duration"])
+        status = "passed" if fraction >= 1.0 else "failed"
+        return Result(item, status, item.points * fraction, msg, where, figures, duration)
     if outcome == "skipped" and item.needs == "gpu":
         return Result(item, "excluded", 0.0, msg or "not run: no GPU", "", figures)
-    status = "failed" if outcome in ("failed", "skipped") else outcome
     if outcome == "skipped":
         msg = f"skipped ({msg}); a skipped test earns nothing"
-    return Result(item, status, 0.0, msg, where, figures, event.get("duration", 0.0))
+    return Result(item, "failed", 0.0, msg, where, figures, duration)
 
 
 def run_items(
@@ -98,25 +164,49 @@ def run_items(
     bench_timeout: float = 240.0,
     total_timeout: float = 1200.0,
     progress: Callable[[str, Result | None], None] = lambda nodeid, result: None,
+    submission: Path = ROOT,
 ) -> dict[str, Result]:
-    """Run ``items`` in as many child processes as it takes; every item gets a Result."""
-    session = _Session({i.nodeid: i for i in items}, mode, focus, test_timeout, bench_timeout,
-                       time.monotonic() + total_timeout, progress)  # fmt: skip
+    """Run ``items`` in as many child processes as it takes; every item gets a Result.
+
+    Kills every descendant of this process after each child: call it from a
+    process that has no other children (the grader).
+    """
+    deadline = time.monotonic() + total_timeout
+    if mode == "isolated":
+        groups: dict[str | None, list[Item]] = defaultdict(list)
+        for item in items:
+            groups[item.exercise].append(item)
+    else:
+        groups = {None: items}
+    names = {ex: {info.name} for ex, info in exercises().items()}
+    results: dict[str, Result] = {}
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
-        for round_no in itertools.count(1):
-            remaining = [n for n in session.by_id if n not in session.results]
-            if not remaining:
-                break
-            log = Path(tmp, f"log{round_no}.txt")
-            started = session.run_child(remaining, Path(tmp, f"events{round_no}.jsonl"), log)
-            if time.monotonic() > session.deadline:
-                session.finish(remaining, "timeout", "not run: the chapter ran out of time")
-                break
-            if not started:  # nothing could even start: collection or import failure
-                reason = _tail(log) or "the test process could not start"
-                session.finish(remaining, "not run", f"not run: {reason}")
-                break
-    return session.results
+        if sandbox.CHILD_USER:  # the child's user needs the Numba cache, nothing else here
+            os.chmod(tmp, 0o711)
+            (Path(tmp) / "numba-cache").mkdir(mode=0o777)
+            os.chmod(Path(tmp) / "numba-cache", 0o777)
+        for ex, group in groups.items():
+            session = _Session({i.nodeid: i for i in group}, mode, ex or focus, test_timeout,
+                               bench_timeout, deadline, progress, submission,
+                               names.get(ex, set()), Path(tmp))  # fmt: skip
+            session.run()
+            results.update(session.results)
+    return gate_benchmarks(results)
+
+
+def gate_benchmarks(results: dict[str, Result]) -> dict[str, Result]:
+    """No benchmark points for an exercise whose graded tests do not all pass."""
+    failing = defaultdict(list)
+    for r in results.values():
+        if r.item.kind == "test" and r.status != "passed":
+            failing[r.item.exercise].append(r.item.name)
+    for node, r in results.items():
+        if r.item.kind == "benchmark" and r.score > 0 and failing[r.item.exercise]:
+            names = ", ".join(failing[r.item.exercise][:3])
+            results[node] = Result(r.item, "failed", 0.0,
+                                   f"no benchmark points until the exercise's tests pass ({names})",
+                                   r.where, r.figures, r.duration)  # fmt: skip
+    return results
 
 
 @dataclass
@@ -128,6 +218,9 @@ class _Session:
     bench_timeout: float
     deadline: float
     progress: Callable[[str, Result | None], None]
+    submission: Path
+    withheld: set[str]
+    tmp: Path
     results: dict[str, Result] = field(default_factory=dict)
 
     def record(self, node: str, result: Result) -> None:
@@ -139,51 +232,95 @@ class _Session:
             if n not in self.results:
                 self.record(n, Result(self.by_id[n], status, message=message))
 
-    def run_child(self, remaining: list[str], events: Path, log: Path) -> bool:
-        """One child process over ``remaining``; returns whether any test started."""
-        events.touch()
-        cmd = [
-            sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-            "-q", "--no-header", "-rN", "--continue-on-collection-errors",
-            "-o", "python_files=test_*.py bench_*.py", "-o", "python_functions=test_* bench_*",
-            "-o", "addopts=", "--rootdir", str(ROOT), *remaining,
-        ]  # fmt: skip
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(self.mode, events, self.focus),
-                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)  # fmt: skip
-        started_any, current, t_start, offset, killed = False, None, 0.0, 0, None
-        while True:
-            done = proc.poll() is not None
-            with open(events, encoding="utf-8") as f:
-                f.seek(offset)
-                chunk = f.read()
-            complete = chunk[: chunk.rfind("\n") + 1]
-            offset += len(complete.encode("utf-8"))
-            for line in complete.splitlines():
-                ev = json.loads(line)
-                node = ev["nodeid"]
-                if node not in self.by_id:
-                    continue
-                if ev["event"] == "start":
-                    started_any, current, t_start = True, node, time.monotonic()
-                    self.progress(node, None)
-                elif ev["event"] == "result" and node not in self.results:
-                    self.record(node, _score(self.by_id[node], ev))
-                    current = None
-            if done:
-                break
-            if current is not None:
-                is_bench = self.by_id[current].kind == "benchmark"
-                limit = self.bench_timeout if is_bench else self.test_timeout
-                if time.monotonic() - t_start > limit:
-                    killed = f"timed out after {limit:.0f} s (an infinite loop?)"
+    def run(self) -> None:
+        for round_no in range(1, len(self.by_id) + 2):
+            remaining = [n for n in self.by_id if n not in self.results]
+            if not remaining:
+                return
             if time.monotonic() > self.deadline:
-                killed = "the chapter ran out of time"
-            if killed:
-                _kill(proc)
-                break
-            time.sleep(0.05)
+                self.finish(remaining, "timeout", "not run: the chapter ran out of time")
+                return
+            log = self.tmp / f"log-{self.focus}-{round_no}.txt"
+            tree = sandbox.build_tree(self.submission, self.mode,
+                                      self.focus if self.mode == "isolated" else None,
+                                      self.withheld)  # fmt: skip
+            try:
+                started = self.run_child(remaining, tree, log)
+            finally:
+                sandbox.remove_tree(tree)
+            if not started:  # nothing could even start: collection or import failure
+                reason = _tail(log) or "the test process could not start"
+                self.finish(remaining, "not run", f"not run: {reason}")
+                return
+
+    def run_child(self, remaining: list[str], tree: Path, log: Path) -> bool:
+        """One child process over ``remaining``; returns whether any test started."""
+        read_end, write_end = os.pipe()
+        cpu = int(max(10, self.deadline - time.monotonic())) + 30
+        env = child_env(self.mode, self.focus, self.tmp / "numba-cache")
+        try:
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    sandbox.child_command(tree, write_end, remaining), cwd=tree, env=env,
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    pass_fds=(write_end,), preexec_fn=lambda: sandbox.limit_resources(cpu),
+                )  # fmt: skip
+        finally:
+            os.close(write_end)
+        mine: dict[str, Result] = {}
+        started_any, current, t_start, killed, forged = False, None, 0.0, None, None
+        buffer, eof = b"", False
+        try:
+            while True:
+                done = proc.poll() is not None
+                ready = not eof and select.select([read_end], [], [], 0 if done else 0.05)[0]
+                if ready:
+                    chunk = os.read(read_end, 1 << 16)
+                    eof = not chunk
+                    buffer += chunk
+                elif eof and not done:  # the pipe was closed under us: just watch the clock
+                    time.sleep(0.05)
+                *lines, buffer = buffer.split(b"\n")
+                try:
+                    if len(buffer) > RECORD_LIMIT:
+                        raise Forged("a record longer than 64 kB")
+                    for line in lines:
+                        ev = parse_record(line, set(remaining))
+                        node = ev["nodeid"]
+                        if node in mine or (ev["event"] == "result") != (node == current):
+                            raise Forged(f"a record out of order for {node.split('::')[-1]}")
+                        if ev["event"] == "start":
+                            started_any, current, t_start = True, node, time.monotonic()
+                            self.progress(node, None)
+                        else:
+                            mine[node] = _score(self.by_id[node], ev)
+                            self.record(node, mine[node])
+                            current = None
+                except Forged as e:
+                    forged = f"the results pipe received {e}; this child's results are void"
+                except Exception as e:  # a record the checks above missed: still not a crash
+                    forged = f"the results pipe received an unreadable record ({type(e).__name__})"
+                if forged:
+                    break
+                if done and not ready:
+                    break
+                if current is not None:
+                    limit = (self.bench_timeout if self.by_id[current].kind == "benchmark"
+                             else self.test_timeout)  # fmt: skip
+                    if time.monotonic() - t_start > limit:
+                        killed = f"timed out after {limit:.0f} s (an infinite loop?)"
+                if time.monotonic() > self.deadline:
+                    killed = "the chapter ran out of time"
+                if killed:
+                    break
+        finally:
+            os.close(read_end)
+            _kill(proc)
+            sandbox.kill_descendants()
+        if forged:
+            for node in remaining:
+                self.record(node, Result(self.by_id[node], "failed", message=forged))
+            return True
         if current is not None and current not in self.results:
             if killed:
                 self.record(current, Result(self.by_id[current], "timeout", message=killed))
@@ -196,8 +333,9 @@ class _Session:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
     proc.wait()
