@@ -232,6 +232,14 @@ def mean(a, out, axis, keepdims):
     return launch_zip(div, total, divisor, out.shape, out.dtype)
 
 
+@register_kernel("argmax", "cuda")
+def argmax(a, out, axis, keepdims):
+    # No device kernel for argmax in this chapter: search on the host (one copy each
+    # way), so that accuracy() and friends work on cuda tensors with numpy's NaN rule.
+    index = np.argmax(_BACKEND.to_numpy(a), axis=axis[0], keepdims=keepdims)
+    return _BACKEND.from_numpy(np.asarray(index, dtype=out.dtype))
+
+
 def _batched(x: TensorData, batch: tuple) -> TensorData:
     """``x`` as a (B, rows, cols) view: batch dims broadcast to ``batch``, then merged into one."""
     lead = len(batch) - (x.ndim - 2)
