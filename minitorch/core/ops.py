@@ -45,6 +45,7 @@ def _exp(x):
 
 
 def _sigmoid(x):
+    x = x * 1.0  # a bool or int input computes in float (numpy's -True is an error)
     if x >= 0:
         return 1.0 / (1.0 + math.exp(-x))
     e = math.exp(x)

@@ -18,6 +18,7 @@ from ..backends import base as backends
 from ..tensor.data import TensorData
 from . import dtypes as dt
 from . import registry
+from .args import as_axis
 from .errors import OpError
 from .registry import OpDef, Spec, dispatch
 
@@ -91,6 +92,12 @@ class Tensor:
     def __init__(self, data, dtype=None, requires_grad: bool = False, device: str = "cpu"):
         """Prefer :func:`minitorch.tensor`; this accepts the same arguments."""
         array = _to_numpy(data, dtype)
+        if requires_grad and not dt.is_float(array.dtype):
+            raise OpError(
+                "tensor",
+                f"requires_grad=True needs a float tensor, got dtype {array.dtype.name}",
+                hint="only float tensors have gradients; pass dtype='float32'",
+            )
         self._data = backends.current(device).from_numpy(array)
         self.device = device
         self.requires_grad = requires_grad
@@ -158,13 +165,23 @@ class Tensor:
 
     def to(self, target) -> Tensor:
         """``to("cuda")``/``to("cpu")`` moves devices; ``to("float64")`` casts."""
-        if target in ("cpu", "cuda"):
+        if isinstance(target, str) and target in ("cpu", "cuda"):
             if target == self.device:
                 return self
             out = Tensor._make(backends.current(target).from_numpy(self.numpy()), target)
             out.requires_grad = self.requires_grad
             return out
-        return self.astype(target)
+        try:
+            dtype = None if target is None else dt.as_dtype(target, "to")
+        except OpError:
+            dtype = None
+        if dtype is None:
+            raise OpError(
+                "to",
+                f"target {target!r} is neither a device nor a dtype",
+                hint=f"devices: 'cpu', 'cuda'; dtypes: {', '.join(dt.DTYPES)}",
+            )
+        return self.astype(dtype)
 
     def astype(self, dtype) -> Tensor:
         dtype = dt.as_dtype(dtype, "astype")
@@ -355,6 +372,9 @@ class Tensor:
         return dispatch("permute", self, order=_dims(order))
 
     def transpose(self, dim0: int = -2, dim1: int = -1):
+        if self.ndim < 2 and (dim0, dim1) == (-2, -1):
+            return self  # the default swap on a vector or scalar: nothing to swap
+        dim0, dim1 = (as_axis("transpose", d, self.ndim) for d in (dim0, dim1))
         if self.ndim < 2:
             return self
         order = list(range(self.ndim))
@@ -397,16 +417,33 @@ def _to_numpy(data, dtype) -> np.ndarray:
                 else dt.float32
             )
         elif array.dtype.kind in "iu":
+            _check_int64("tensor", array)
             dtype = dt.int64
         elif array.dtype.kind == "b":
             dtype = dt.bool_
         else:
+            if array.dtype == object and all(isinstance(v, int) for v in array.reshape(-1)):
+                _check_int64("tensor", array)
             raise OpError(
                 "tensor",
                 f"cannot make a tensor from {type(data).__name__} of dtype {array.dtype}",
                 hint="pass numbers, nested lists of numbers, or a numpy array",
             )
     return np.asarray(data, dtype=dt.as_dtype(dtype, "tensor"))
+
+
+def _check_int64(op: str, array: np.ndarray) -> None:
+    """Integers must fit int64: numpy would wrap uint64 above 2**63 silently."""
+    if array.size == 0:
+        return
+    info = np.iinfo(np.int64)
+    big = max(array.reshape(-1).tolist(), key=abs)
+    if not info.min <= big <= info.max:
+        raise OpError(
+            op,
+            f"the integer {big} does not fit int64 (range [-2**63, 2**63 - 1])",
+            hint="pass dtype='float64' for a (rounded) float, or smaller numbers",
+        )
 
 
 def _scalar_like(value: Any, like: Tensor) -> Tensor:
@@ -416,6 +453,8 @@ def _scalar_like(value: Any, like: Tensor) -> Tensor:
     if not isinstance(value, (int, float, bool, np.number, np.bool_)):
         raise OpError("tensor", f"cannot combine a Tensor with {type(value).__name__}")
     kind = dt.scalar_dtype(value)
+    if kind == dt.int64 and not dt.is_float(like.dtype):
+        _check_int64("tensor", np.asarray(value, dtype=object))
     dtype = (
         like.dtype
         if dt.promote(kind, like.dtype) == like.dtype
