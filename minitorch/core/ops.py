@@ -140,11 +140,11 @@ def _div(a, b):
 
 def _pow(a, b):
     try:
-        return a**b
-    except OverflowError:  # a float result too large: IEEE says +-inf
-        return float(np.power(np.float64(a), np.float64(b)))
-    except (ZeroDivisionError, ValueError):
-        return math.nan
+        r = a**b
+    except (OverflowError, ZeroDivisionError):  # IEEE says +-inf (10.0**400, 0.0**-1)
+        with np.errstate(all="ignore"):
+            return float(np.power(np.float64(a), np.float64(b)))
+    return math.nan if isinstance(r, complex) else r  # (-8.0) ** 0.5 is complex in Python
 
 
 def _maximum(a, b):
