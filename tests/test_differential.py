@@ -26,7 +26,7 @@ from strategies import FLOATS, laid_out, shapes, values
 import minitorch as mt
 import minitorch.cuda.backend  # noqa: F401  (registers the cuda kernels)
 import minitorch.fast.backend  # noqa: F401  (registers the numba kernels)
-from minitorch.core.registry import OPS
+from minitorch.core.registry import OPS, OpKind, Spec
 
 ALL = ["float32", "float64", "int64", "bool"]
 NUMERIC = ["float32", "float64", "int64"]
@@ -409,8 +409,8 @@ CASES = {
     "sum": reduction(np.sum),
     "max": reduction(np.max),
     "min": reduction(np.min),
-    "mean": reduction(np.mean, dtypes=NUMERIC),
-    "argmax": Case(_argmax, NUMERIC, grad=False),
+    "mean": reduction(np.mean),
+    "argmax": Case(_argmax, ALL, grad=False),
     "permute": Case(_permute, ALL),
     "reshape": Case(_reshape, ALL),
     "expand": Case(_expand, ALL),
@@ -419,7 +419,7 @@ CASES = {
         lambda draw, dtype, smooth: ([_arr(draw, draw(shapes()), dtype, smooth)], {}, lambda a: a),
         ALL,
     ),
-    "matmul": Case(_matmul, NUMERIC),
+    "matmul": Case(_matmul, ALL),
     "conv2d": Case(_conv2d),
     "conv2d_grad_input": Case(_conv_grad_input, grad=False),
     "conv2d_grad_weight": Case(_conv_grad_weight, grad=False),
@@ -452,6 +452,26 @@ EXAMPLES = {"python": 4, "numpy": 4, "numba": 4, "cuda": 1}
 def test_every_op_has_a_case():
     missing = sorted(set(OPS) - set(CASES))
     assert not missing, f"ops with no entry in test_differential.CASES: {missing}"
+
+
+def test_tested_dtypes_are_the_accepted_ones():
+    # The dtype policy (book/appendix_dtypes.md) is the ops' shape rules; the cases must draw
+    # exactly the dtypes each elementwise, broadcasting and reducing op accepts.
+    kinds = (OpKind.ELEMENTWISE, OpKind.BROADCAST, OpKind.REDUCE)
+    for name, op in OPS.items():
+        if op.kind not in kinds or name in ("cast", "where"):
+            continue
+        accepted = []
+        for dtype in ALL:
+            specs = [Spec((2,), np.dtype(dtype))] * op.num_inputs
+            try:
+                op.infer(*specs, **op.bind({"axis": -1} if name == "argmax" else {}, specs))
+                accepted.append(dtype)
+            except mt.OpError:
+                pass
+        assert accepted == CASES[name].dtypes, (
+            f"{name}: accepts {accepted}, tested {CASES[name].dtypes}"
+        )
 
 
 def _settings(backend):

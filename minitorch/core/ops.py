@@ -117,6 +117,8 @@ def _broadcast_specs(name: str, *specs: Spec) -> tuple[int, ...]:
 def _binary_infer(name: str, result: str):
     def infer(a: Spec, b: Spec) -> Spec:
         shape = _broadcast_specs(name, a, b)
+        if name == "pow" and a.dtype == b.dtype == dt.bool_:
+            raise OpError("pow", "cannot raise a bool tensor to a bool power", hint="cast to int64")
         if name == "sub" and a.dtype == b.dtype == dt.bool_:
             raise OpError(
                 "sub", "cannot subtract bool tensors", hint="use ne() for xor, or cast to int64"
