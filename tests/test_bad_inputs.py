@@ -67,6 +67,7 @@ CATALOGUE = [
     # dtypes and values
     ("requires_grad on int", lambda: mt.tensor([1, 2], requires_grad=True), E, ["tensor", "requires_grad", "int64"]),
     ("requires_grad on bool", lambda: mt.tensor([True], requires_grad=True), E, ["tensor", "requires_grad", "bool"]),
+    ("set requires_grad on int", lambda: setattr(mt.tensor([1]), "requires_grad", True), E, ["requires_grad", "int64"]),
     ("uint64 too big", lambda: mt.tensor(np.array([2**63 + 5], dtype=np.uint64)), E, ["tensor", str(2**63 + 5), "int64"]),
     ("python int 2**70", lambda: mt.tensor([1, 2**70]), E, ["tensor", str(2**70), "int64"]),
     ("int tensor plus 2**70", lambda: i + 2**70, E, ["tensor", str(2**70)]),

@@ -74,7 +74,8 @@ def eager_apply(op: OpDef, inputs: tuple, attrs: dict) -> Tensor:
     kernel = backends.current(out_spec.device).kernel(op)
     data = kernel(*(x._data for x in inputs), out=out_spec, **attrs)
     out = Tensor._make(data, out_spec.device)
-    if _grad_enabled[-1] and any(x.requires_grad for x in inputs):
+    # Only float results carry gradients (comparisons and argmax of a tracked input do not).
+    if _grad_enabled[-1] and dt.is_float(out.dtype) and any(x.requires_grad for x in inputs):
         out.requires_grad = True
         out._node = Node(op, inputs, attrs)
     return out
@@ -113,6 +114,20 @@ class Tensor:
         return t
 
     # ------------------------------------------------------------ metadata
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if value and not dt.is_float(self.dtype):
+            raise OpError(
+                "requires_grad",
+                f"only float tensors can require gradients, this one is {self.dtype.name}",
+                hint="cast first: x = x.float(); x.requires_grad = True",
+            )
+        self._requires_grad = bool(value)
+
     @property
     def shape(self) -> tuple[int, ...]:
         return self._data.shape
