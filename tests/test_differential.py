@@ -12,6 +12,7 @@ against central finite differences of the numpy answer in float64.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -446,7 +447,10 @@ NO_KERNEL = {
 }  # fmt: skip
 
 RTOL = {"float32": 2e-6, "float64": 1e-12}
-EXAMPLES = {"python": 4, "numpy": 4, "numba": 4, "cuda": 1}
+# Few examples per (op, backend) keep the suite under a minute; a deeper hunt:
+# MINITORCH_DIFF_SCALE=20 pytest tests/test_differential.py
+_SCALE = int(os.environ.get("MINITORCH_DIFF_SCALE", "1"))
+EXAMPLES = {"python": 4 * _SCALE, "numpy": 4 * _SCALE, "numba": 4 * _SCALE, "cuda": _SCALE}
 
 
 def test_every_op_has_a_case():
