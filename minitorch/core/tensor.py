@@ -444,7 +444,17 @@ def _to_numpy(data, dtype) -> np.ndarray:
                 f"cannot make a tensor from {type(data).__name__} of dtype {array.dtype}",
                 hint="pass numbers, nested lists of numbers, or a numpy array",
             )
-    return np.asarray(data, dtype=dt.as_dtype(dtype, "tensor"))
+    dtype = dt.as_dtype(dtype, "tensor")
+    if dtype == dt.int64 and isinstance(data, np.ndarray) and data.dtype.kind == "u":
+        _check_int64("tensor", data)  # the cast below would wrap silently
+    try:
+        return np.asarray(data, dtype=dtype)
+    except (OverflowError, ValueError, TypeError) as e:  # 2**70 as int64, "a" as float32
+        raise OpError(
+            "tensor",
+            f"cannot convert the data to dtype {dtype.name} ({e})",
+            hint="pass numbers that fit the dtype, or choose another dtype",
+        ) from None
 
 
 def _check_int64(op: str, array: np.ndarray) -> None:
