@@ -238,8 +238,8 @@ def _conv_shapes(draw):
 
 def _conv2d(draw, dtype, smooth):
     xs, ws, stride, padding = _conv_shapes(draw)
-    # finite values only: with inf/NaN weights, numpy multiplies the zero padding (NaN)
-    # where the Numba kernel skips it (0); issue 9 leaves that difference open
+    # finite values only: with inf/NaN, 0 * inf may or may not be computed (the Numba
+    # kernel skips the zero padding, BLAS may skip zeros), so backends differ; left open
     x = _arr(draw, xs, dtype, smooth, special=False)
     w = _arr(draw, ws, dtype, smooth, shift=0.05, special=False)
     return (
