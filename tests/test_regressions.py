@@ -117,3 +117,11 @@ def test_float_ops_of_bool_and_int(backend):
         np.testing.assert_allclose(b.exp().numpy(), [math.e, 1.0], rtol=1e-6)
         np.testing.assert_allclose(T([1, 4]).sqrt().numpy(), [1.0, 2.0])
         assert b.exp().dtype == mt.float32
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pow_follows_ieee(backend):
+    # python gave NaN for 0.0 ** -1 (ZeroDivisionError) and a complex for (-8.0) ** 0.5
+    with on(backend) as T:
+        a, b = T(np.array([0.0, -0.0, -8.0, 10.0])), T(np.array([-1.0, -1.0, 0.5, 400.0]))
+        same((a**b).numpy(), np.power([0.0, -0.0, -8.0, 10.0], [-1.0, -1.0, 0.5, 400.0]))
