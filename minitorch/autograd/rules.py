@@ -229,7 +229,8 @@ register_vjp("minimum")(_extremum_vjp(lambda x, y: x < y))
 
 @register_vjp("pow")
 def _pow_vjp(grad, out, a, b):
-    ga = grad * b * a ** (b - 1)
+    # b * a**(b-1) is 0 * inf = NaN at a = 0, b = 0; the derivative of a**0 = 1 is 0.
+    ga = where(b == 0, grad * 0, grad * b * a ** (b - 1))
     # d(a**b)/db = out * log(a), defined for a > 0; elsewhere taken as 0.
     positive = a > 0
     safe = where(positive, a, a * 0 + 1)

@@ -32,8 +32,12 @@ class NumpyBackend(Backend):
             return reduce_kernel
 
         def kernel(*inputs, out):
+            arrays = [x.as_numpy_view() for x in inputs]
+            if op.kind is OpKind.ELEMENTWISE and out.dtype.kind == "f":
+                # compute in the result dtype: numpy's exp of a bool array is float16
+                arrays = [x.astype(out.dtype, copy=False) for x in arrays]
             with np.errstate(all="ignore"):  # inf/nan follow IEEE, as on every backend
-                return _wrap(fn(*(x.as_numpy_view() for x in inputs)), out)
+                return _wrap(fn(*arrays), out)
 
         return kernel
 
@@ -50,7 +54,7 @@ def _np(x: TensorData) -> np.ndarray:
 
 @register_kernel("sigmoid", "numpy")
 def sigmoid(a, out):
-    x = _np(a)
+    x = _np(a).astype(out.dtype, copy=False)  # bool and int inputs compute in float
     e = np.exp(-np.abs(x))
     return _wrap(np.where(x >= 0, 1 / (1 + e), e / (1 + e)), out)
 

@@ -40,7 +40,11 @@ def _zip(fn, a: TensorData, b: TensorData, out) -> TensorData:
 
 
 def _fold(fn, start, a: TensorData, axis, dtype) -> TensorData:
-    """Reduce ``axis`` (a tuple) one dimension at a time, keeping dims."""
+    """Reduce ``axis`` (a tuple) one dimension at a time, keeping dims; always a fresh contiguous result."""
+    if not axis:  # nothing to fold, but callers read the result as contiguous: copy the view
+        result = TensorData.empty(a.shape, dtype)
+        tensor_map(lambda x: x, result, a)
+        return result
     for ax in axis:
         shape = tuple(1 if d == ax else n for d, n in enumerate(a.shape))
         result = TensorData.empty(shape, dtype)
@@ -131,8 +135,9 @@ def argmax(a, out, axis, keepdims):
         best, best_i = a.storage[pos], 0
         for i in range(1, n):
             pos += step
-            if a.storage[pos] > best:
-                best, best_i = a.storage[pos], i
+            v = a.storage[pos]
+            if v > best or (v != v and best == best):  # the first NaN wins, as in numpy
+                best, best_i = v, i
         result.storage[k] = best_i
     return TensorData(result.storage, out.shape, _strides(out.shape), 0)
 

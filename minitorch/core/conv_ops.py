@@ -14,6 +14,7 @@ import numpy as np
 
 from ..tensor.data import TensorData
 from . import dtypes as dt
+from .args import as_bool
 from .errors import OpError
 from .ops import normalize_axis, reduced_shape
 from .registry import OpKind, Spec, dispatch, register_kernel, register_op, register_vjp
@@ -334,7 +335,9 @@ register_op(
     1,
     _lse_infer,
     attrs={"axis": -1, "keepdims": False},
-    normalize=lambda x, axis, keepdims: _one_axis("logsumexp")(x, axis, keepdims=bool(keepdims)),
+    normalize=lambda x, axis, keepdims: _one_axis("logsumexp")(
+        x, axis, keepdims=as_bool("logsumexp", "keepdims", keepdims)
+    ),
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as dt
+from .args import as_sizes
 from .errors import OpError
 from .registry import dispatch
 from .tensor import Tensor
@@ -17,12 +18,10 @@ def manual_seed(seed: int) -> None:
     _rng[0] = np.random.default_rng(seed)
 
 
-def _shape(shape) -> tuple[int, ...]:
+def _shape(shape, op: str) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape):
-        raise OpError("shape", f"a shape is a tuple of non-negative ints, got {shape}")
-    return tuple(int(n) for n in shape)
+    return as_sizes(op, "shape", shape)
 
 
 def tensor(data, dtype=None, requires_grad: bool = False, device: str = "cpu") -> Tensor:
@@ -37,16 +36,18 @@ def tensor(data, dtype=None, requires_grad: bool = False, device: str = "cpu") -
 def full(shape, value, dtype=None, requires_grad=False, device="cpu") -> Tensor:
     dtype = dt.as_dtype(dtype, "full")
     return Tensor(
-        np.full(_shape((shape,)), value, dtype=dtype), requires_grad=requires_grad, device=device
+        np.full(_shape((shape,), "full"), value, dtype=dtype),
+        requires_grad=requires_grad,
+        device=device,
     )
 
 
 def zeros(*shape, dtype=None, requires_grad=False, device="cpu") -> Tensor:
-    return full(_shape(shape), 0, dtype, requires_grad, device)
+    return full(_shape(shape, "zeros"), 0, dtype, requires_grad, device)
 
 
 def ones(*shape, dtype=None, requires_grad=False, device="cpu") -> Tensor:
-    return full(_shape(shape), 1, dtype, requires_grad, device)
+    return full(_shape(shape, "ones"), 1, dtype, requires_grad, device)
 
 
 def zeros_like(x: Tensor) -> Tensor:
@@ -61,6 +62,11 @@ def arange(start, stop=None, step=1, dtype=None, device="cpu") -> Tensor:
     """Like ``numpy.arange``; int arguments give int64 unless ``dtype`` says otherwise."""
     if stop is None:
         start, stop = 0, start
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.number)):
+            raise OpError("arange", f"{name} must be a number, got {v!r}")
+    if step == 0 or step != step:
+        raise OpError("arange", f"step must be non-zero, got {step!r}", hint="e.g. step=1")
     values = np.arange(start, stop, step)
     if dtype is None:
         dtype = dt.int64 if values.dtype.kind in "iu" else dt.float32
@@ -69,7 +75,7 @@ def arange(start, stop=None, step=1, dtype=None, device="cpu") -> Tensor:
 
 def rand(*shape, dtype=None, requires_grad=False, device="cpu") -> Tensor:
     """Uniform on [0, 1), from the seeded generator (see :func:`manual_seed`)."""
-    values = _rng[0].random(_shape(shape))
+    values = _rng[0].random(_shape(shape, "rand"))
     return Tensor(
         values, dtype=dt.as_dtype(dtype, "rand"), requires_grad=requires_grad, device=device
     )
@@ -77,7 +83,7 @@ def rand(*shape, dtype=None, requires_grad=False, device="cpu") -> Tensor:
 
 def randn(*shape, dtype=None, requires_grad=False, device="cpu") -> Tensor:
     """Standard normal, from the seeded generator (see :func:`manual_seed`)."""
-    values = _rng[0].standard_normal(_shape(shape))
+    values = _rng[0].standard_normal(_shape(shape, "randn"))
     return Tensor(
         values, dtype=dt.as_dtype(dtype, "randn"), requires_grad=requires_grad, device=device
     )

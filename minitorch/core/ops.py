@@ -15,14 +15,17 @@ import numpy as np
 from ..tensor.indexing import broadcast_shape
 from ..tensor.views import index_error, permute_error
 from . import dtypes as dt
+from .args import as_axis, as_bool, as_ints, as_sizes
 from .errors import OpError
-from .registry import REQUIRED, OpKind, Spec, register_op
+from .registry import REQUIRED, OpKind, Spec, get_op, register_op
 
 # ---------------------------------------------------------------- elementwise
 
 
-def _unary_infer(result: str):
+def _unary_infer(name: str, result: str):
     def infer(a: Spec) -> Spec:
+        if name == "neg" and a.dtype == dt.bool_:
+            raise OpError("neg", "cannot negate a bool tensor", hint="use x == False (logical not)")
         dtype = a.dtype
         if result == "float" and not dt.is_float(dtype):
             dtype = dt.float32
@@ -32,10 +35,17 @@ def _unary_infer(result: str):
 
 
 def _relu(x):
-    return x if x > 0 else 0.0 * x
+    # 0.0, not 0.0 * x: that is NaN at x = -inf. NaN stays NaN, as in numpy.maximum(x, 0).
+    return x if (x > 0 or x != x) else 0.0
+
+
+def _exp(x):
+    # math.exp raises OverflowError where IEEE (and every other backend) gives inf.
+    return math.inf if x > 709.782712893384 else math.exp(x)
 
 
 def _sigmoid(x):
+    x = x * 1.0  # a bool or int input computes in float (numpy's -True is an error)
     if x >= 0:
         return 1.0 / (1.0 + math.exp(-x))
     e = math.exp(x)
@@ -58,7 +68,7 @@ UNARY = {
     # name: (scalar formula, numpy function, result dtype rule)
     "neg": (operator.neg, np.negative, "same"),
     "abs": (abs, np.abs, "same"),
-    "exp": (math.exp, np.exp, "float"),
+    "exp": (_exp, np.exp, "float"),
     "log": (_log, np.log, "float"),
     "sqrt": (_sqrt, np.sqrt, "float"),
     "recip": (_recip, np.reciprocal, "float"),
@@ -68,7 +78,7 @@ UNARY = {
 }
 
 for _name, (_scalar, _np, _rule) in UNARY.items():
-    register_op(_name, OpKind.ELEMENTWISE, 1, _unary_infer(_rule), scalar=_scalar)
+    register_op(_name, OpKind.ELEMENTWISE, 1, _unary_infer(_name, _rule), scalar=_scalar)
 
 
 def _cast_infer(a: Spec, dtype) -> Spec:
@@ -107,6 +117,12 @@ def _broadcast_specs(name: str, *specs: Spec) -> tuple[int, ...]:
 def _binary_infer(name: str, result: str):
     def infer(a: Spec, b: Spec) -> Spec:
         shape = _broadcast_specs(name, a, b)
+        if name == "pow" and a.dtype == b.dtype == dt.bool_:
+            raise OpError("pow", "cannot raise a bool tensor to a bool power", hint="cast to int64")
+        if name == "sub" and a.dtype == b.dtype == dt.bool_:
+            raise OpError(
+                "sub", "cannot subtract bool tensors", hint="use ne() for xor, or cast to int64"
+            )
         if result == "bool":
             dtype = dt.bool_
         else:
@@ -126,9 +142,20 @@ def _div(a, b):
 
 def _pow(a, b):
     try:
-        return a**b
-    except (ZeroDivisionError, OverflowError, ValueError):
-        return math.nan
+        r = a**b
+    except (OverflowError, ZeroDivisionError):  # IEEE says +-inf (10.0**400, 0.0**-1)
+        with np.errstate(all="ignore"):
+            return float(np.power(np.float64(a), np.float64(b)))
+    return math.nan if isinstance(r, complex) else r  # (-8.0) ** 0.5 is complex in Python
+
+
+def _maximum(a, b):
+    # NaN wins, as in numpy.maximum (the builtin max drops it depending on the order).
+    return a if (a >= b or a != a) else b
+
+
+def _minimum(a, b):
+    return a if (a <= b or a != a) else b
 
 
 BINARY = {
@@ -137,8 +164,8 @@ BINARY = {
     "mul": (operator.mul, np.multiply, "same"),
     "div": (_div, np.divide, "float"),
     "pow": (_pow, np.power, "same"),
-    "maximum": (max, np.maximum, "same"),
-    "minimum": (min, np.minimum, "same"),
+    "maximum": (_maximum, np.maximum, "same"),
+    "minimum": (_minimum, np.minimum, "same"),
     "eq": (operator.eq, np.equal, "bool"),
     "ne": (operator.ne, np.not_equal, "bool"),
     "lt": (operator.lt, np.less, "bool"),
@@ -149,6 +176,19 @@ BINARY = {
 
 for _name, (_scalar, _np, _rule) in BINARY.items():
     register_op(_name, OpKind.BROADCAST, 2, _binary_infer(_name, _rule), scalar=_scalar)
+
+
+def _pow_check(a, b) -> None:
+    # An int64 result cannot hold 2 ** -1; numpy refuses, Python would give a float.
+    if not dt.is_float(a.dtype) and not dt.is_float(b.dtype) and b.size and (b.numpy() < 0).any():
+        raise OpError(
+            "pow",
+            f"an integer tensor ({a.dtype.name}) to a negative integer power",
+            hint="cast the base to float first: x.float() ** -1",
+        )
+
+
+get_op("pow").check = _pow_check
 
 
 def _where_infer(c: Spec, a: Spec, b: Spec) -> Spec:
@@ -163,23 +203,18 @@ NUMPY_FUNCS = {n: f for n, (_, f, _) in {**UNARY, **BINARY}.items() if f is not 
 
 
 def normalize_axis(op: str, axis, ndim: int) -> tuple[int, ...]:
-    """``None`` means every axis; negative axes count from the end; sorted, no repeats."""
+    """``None`` means every axis; negative axes count from the end; sorted, no repeats.
+
+    A 0-d tensor accepts axis 0 or -1 (as numpy and PyTorch do): there is nothing to fold.
+    """
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
     out = []
     for ax in axes:
-        if not -ndim <= ax < max(ndim, 1) or (ndim == 0 and ax not in (0, -1)):
-            raise OpError(
-                op,
-                f"axis {ax} is out of range for a tensor with {ndim} dimension(s)",
-                hint=f"use an axis in [-{ndim}, {ndim - 1}]"
-                if ndim
-                else "a 0-d tensor takes axis=None",
-            )
-        ax = ax % ndim if ndim else 0
-        if ax in out:
-            raise OpError(op, f"axis {ax} is repeated in {axes}")
+        ax = as_axis(op, ax, ndim)
+        if ax in out and ndim:
+            raise OpError(op, f"axis {ax} is repeated in {axes}", hint="name each axis once")
         out.append(ax)
     return tuple(sorted(out)) if ndim else ()
 
@@ -208,7 +243,10 @@ def _reduce_infer(name: str, result: str):
 
 def _reduce_normalize(name: str):
     def normalize(a: Spec, axis, keepdims):
-        return {"axis": normalize_axis(name, axis, a.ndim), "keepdims": bool(keepdims)}
+        return {
+            "axis": normalize_axis(name, axis, a.ndim),
+            "keepdims": as_bool(name, "keepdims", keepdims),
+        }
 
     return normalize
 
@@ -216,8 +254,8 @@ def _reduce_normalize(name: str):
 REDUCE = {
     # name: (fold formula, start value, numpy function, result dtype rule)
     "sum": (operator.add, 0, np.sum, "same"),
-    "max": (max, -math.inf, np.max, "same"),
-    "min": (min, math.inf, np.min, "same"),
+    "max": (_maximum, -math.inf, np.max, "same"),
+    "min": (_minimum, math.inf, np.min, "same"),
     "mean": (None, None, np.mean, "float"),
 }
 for _name, (_fold, _start, _np, _rule) in REDUCE.items():
@@ -234,9 +272,18 @@ for _name, (_fold, _start, _np, _rule) in REDUCE.items():
 
 
 def _argmax_normalize(a: Spec, axis, keepdims):
-    if axis is None:
-        raise OpError("argmax", "needs an axis", hint="pass axis=-1, or reshape(-1) first")
-    return {"axis": normalize_axis("argmax", axis, a.ndim)[:1], "keepdims": bool(keepdims)}
+    if axis is None or isinstance(axis, (tuple, list)):
+        raise OpError(
+            "argmax",
+            f"axis must be one int, got {axis!r}",
+            hint="pass axis=-1, or reshape(-1) first to search every element",
+        )
+    if a.ndim == 0:
+        raise OpError("argmax", "needs at least one dimension", hint="reshape(1) first")
+    return {
+        "axis": normalize_axis("argmax", axis, a.ndim),
+        "keepdims": as_bool("argmax", "keepdims", keepdims),
+    }
 
 
 register_op(
@@ -252,7 +299,7 @@ register_op(
 
 
 def _permute_normalize(a: Spec, order):
-    order = tuple(int(o) for o in order)
+    order = as_ints("permute", "order", order)
     if sorted(order) != list(range(a.ndim)):
         raise permute_error(order, a.ndim)
     return {"order": order}
@@ -269,7 +316,7 @@ register_op(
 
 
 def _reshape_normalize(a: Spec, shape):
-    shape = tuple(int(n) for n in shape)
+    shape = as_sizes("reshape", "shape", shape, allow_minus_one=True)
     if shape.count(-1) > 1:
         raise OpError("reshape", f"only one dimension can be -1, got {shape}")
     known = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
@@ -300,7 +347,7 @@ register_op(
 
 
 def _expand_normalize(a: Spec, shape):
-    shape = tuple(int(n) for n in shape)
+    shape = as_sizes("expand", "shape", shape)
     ok = len(shape) >= a.ndim and all(
         n == m or m == 1 for n, m in zip(shape[len(shape) - a.ndim :], a.shape)
     )

@@ -18,6 +18,7 @@ from ..backends import base as backends
 from ..tensor.data import TensorData
 from . import dtypes as dt
 from . import registry
+from .args import as_axis
 from .errors import OpError
 from .registry import OpDef, Spec, dispatch
 
@@ -73,7 +74,8 @@ def eager_apply(op: OpDef, inputs: tuple, attrs: dict) -> Tensor:
     kernel = backends.current(out_spec.device).kernel(op)
     data = kernel(*(x._data for x in inputs), out=out_spec, **attrs)
     out = Tensor._make(data, out_spec.device)
-    if _grad_enabled[-1] and any(x.requires_grad for x in inputs):
+    # Only float results carry gradients (comparisons and argmax of a tracked input do not).
+    if _grad_enabled[-1] and dt.is_float(out.dtype) and any(x.requires_grad for x in inputs):
         out.requires_grad = True
         out._node = Node(op, inputs, attrs)
     return out
@@ -91,6 +93,12 @@ class Tensor:
     def __init__(self, data, dtype=None, requires_grad: bool = False, device: str = "cpu"):
         """Prefer :func:`minitorch.tensor`; this accepts the same arguments."""
         array = _to_numpy(data, dtype)
+        if requires_grad and not dt.is_float(array.dtype):
+            raise OpError(
+                "tensor",
+                f"requires_grad=True needs a float tensor, got dtype {array.dtype.name}",
+                hint="only float tensors have gradients; pass dtype='float32'",
+            )
         self._data = backends.current(device).from_numpy(array)
         self.device = device
         self.requires_grad = requires_grad
@@ -106,6 +114,20 @@ class Tensor:
         return t
 
     # ------------------------------------------------------------ metadata
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if value and not dt.is_float(self.dtype):
+            raise OpError(
+                "requires_grad",
+                f"only float tensors can require gradients, this one is {self.dtype.name}",
+                hint="cast first: x = x.float(); x.requires_grad = True",
+            )
+        self._requires_grad = bool(value)
+
     @property
     def shape(self) -> tuple[int, ...]:
         return self._data.shape
@@ -158,13 +180,23 @@ class Tensor:
 
     def to(self, target) -> Tensor:
         """``to("cuda")``/``to("cpu")`` moves devices; ``to("float64")`` casts."""
-        if target in ("cpu", "cuda"):
+        if isinstance(target, str) and target in ("cpu", "cuda"):
             if target == self.device:
                 return self
             out = Tensor._make(backends.current(target).from_numpy(self.numpy()), target)
             out.requires_grad = self.requires_grad
             return out
-        return self.astype(target)
+        try:
+            dtype = None if target is None else dt.as_dtype(target, "to")
+        except OpError:
+            dtype = None
+        if dtype is None:
+            raise OpError(
+                "to",
+                f"target {target!r} is neither a device nor a dtype",
+                hint=f"devices: 'cpu', 'cuda'; dtypes: {', '.join(dt.DTYPES)}",
+            )
+        return self.astype(dtype)
 
     def astype(self, dtype) -> Tensor:
         dtype = dt.as_dtype(dtype, "astype")
@@ -355,6 +387,9 @@ class Tensor:
         return dispatch("permute", self, order=_dims(order))
 
     def transpose(self, dim0: int = -2, dim1: int = -1):
+        if self.ndim < 2 and (dim0, dim1) == (-2, -1):
+            return self  # the default swap on a vector or scalar: nothing to swap
+        dim0, dim1 = (as_axis("transpose", d, self.ndim) for d in (dim0, dim1))
         if self.ndim < 2:
             return self
         order = list(range(self.ndim))
@@ -397,16 +432,43 @@ def _to_numpy(data, dtype) -> np.ndarray:
                 else dt.float32
             )
         elif array.dtype.kind in "iu":
+            _check_int64("tensor", array)
             dtype = dt.int64
         elif array.dtype.kind == "b":
             dtype = dt.bool_
         else:
+            if array.dtype == object and all(isinstance(v, int) for v in array.reshape(-1)):
+                _check_int64("tensor", array)
             raise OpError(
                 "tensor",
                 f"cannot make a tensor from {type(data).__name__} of dtype {array.dtype}",
                 hint="pass numbers, nested lists of numbers, or a numpy array",
             )
-    return np.asarray(data, dtype=dt.as_dtype(dtype, "tensor"))
+    dtype = dt.as_dtype(dtype, "tensor")
+    if dtype == dt.int64 and isinstance(data, np.ndarray) and data.dtype.kind == "u":
+        _check_int64("tensor", data)  # the cast below would wrap silently
+    try:
+        return np.asarray(data, dtype=dtype)
+    except (OverflowError, ValueError, TypeError) as e:  # 2**70 as int64, "a" as float32
+        raise OpError(
+            "tensor",
+            f"cannot convert the data to dtype {dtype.name} ({e})",
+            hint="pass numbers that fit the dtype, or choose another dtype",
+        ) from None
+
+
+def _check_int64(op: str, array: np.ndarray) -> None:
+    """Integers must fit int64: numpy would wrap uint64 above 2**63 silently."""
+    if array.size == 0:
+        return
+    info = np.iinfo(np.int64)
+    big = max(array.reshape(-1).tolist(), key=abs)
+    if not info.min <= big <= info.max:
+        raise OpError(
+            op,
+            f"the integer {big} does not fit int64 (range [-2**63, 2**63 - 1])",
+            hint="pass dtype='float64' for a (rounded) float, or smaller numbers",
+        )
 
 
 def _scalar_like(value: Any, like: Tensor) -> Tensor:
@@ -416,6 +478,8 @@ def _scalar_like(value: Any, like: Tensor) -> Tensor:
     if not isinstance(value, (int, float, bool, np.number, np.bool_)):
         raise OpError("tensor", f"cannot combine a Tensor with {type(value).__name__}")
     kind = dt.scalar_dtype(value)
+    if kind == dt.int64 and not dt.is_float(like.dtype):
+        _check_int64("tensor", np.asarray(value, dtype=object))
     dtype = (
         like.dtype
         if dt.promote(kind, like.dtype) == like.dtype

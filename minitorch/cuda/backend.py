@@ -237,6 +237,40 @@ def mean(a, out, axis, keepdims):
     return launch_zip(div, total, divisor, out.shape, out.dtype)
 
 
+def _pick_a(c, a):
+    return a if c else -0.0  # -0.0 is IEEE's additive identity: x + -0.0 == x, even for x = +0.0
+
+
+def _pick_b(c, b):
+    return -0.0 if c else b
+
+
+def _pick_a_int(c, a):
+    return a if c else a * 0  # an int zero keeps int64 exact (no detour through float64)
+
+
+def _pick_b_int(c, b):
+    return b * 0 if c else b
+
+
+@register_kernel("where", "cuda")
+def where(c, a, b, out):
+    # Three inputs, but the chapter's kernels zip two: pick each side, then add them.
+    kind = "" if out.dtype.kind == "f" else "_int"
+    pick_a, pick_b = (_pick_a, _pick_b) if not kind else (_pick_a_int, _pick_b_int)
+    ta = launch_zip(_named_fn("pick_a" + kind, pick_a), c, a, out.shape, out.dtype)
+    tb = launch_zip(_named_fn("pick_b" + kind, pick_b), c, b, out.shape, out.dtype)
+    return launch_zip(_named_fn("add", lambda x, y: x + y), ta, tb, out.shape, out.dtype)
+
+
+@register_kernel("argmax", "cuda")
+def argmax(a, out, axis, keepdims):
+    # No device kernel for argmax in this chapter: search on the host (one copy each
+    # way), so that accuracy() and friends work on cuda tensors with numpy's NaN rule.
+    index = np.argmax(_BACKEND.to_numpy(a), axis=axis[0], keepdims=keepdims)
+    return _BACKEND.from_numpy(np.asarray(index, dtype=out.dtype))
+
+
 def _batched(x: TensorData, batch: tuple) -> TensorData:
     """``x`` as a (B, rows, cols) view: batch dims broadcast to ``batch``, then merged into one."""
     lead = len(batch) - (x.ndim - 2)

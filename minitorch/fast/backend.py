@@ -38,7 +38,14 @@ def _np_kernel(name: str):
 
 
 def _args(x: TensorData):
-    """(storage from the first element, shape, strides) as a kernel receives them."""
+    """(storage from the first element, shape, strides) as a kernel receives them.
+
+    The kernels index from the first element up (their contract), so a view
+    with a negative step, whose other elements sit *before* its first one, is
+    copied to contiguous storage first.
+    """
+    if any(s < 0 for s, n in zip(x.strides, x.shape) if n > 1):
+        x = TensorData.from_numpy(x.as_numpy_view())
     return x.storage[x.offset :], as_index_array(x.shape), as_index_array(x.strides)
 
 
@@ -137,6 +144,8 @@ def _reduce_kernel(name, scalar, fallback):
 
 
 def _fold(name, scalar, start, a, axis, dtype):
+    if not axis:  # nothing to fold (axis=() or a 0-d view): a contiguous copy of the view
+        return TensorData.from_numpy(a.as_numpy_view().astype(dtype))
     for ax in axis:  # one axis at a time, keeping dims
         shape = tuple(1 if d == ax else n for d, n in enumerate(a.shape))
         result = TensorData.empty(shape, dtype)

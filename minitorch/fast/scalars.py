@@ -55,11 +55,12 @@ def tanh(x):
 
 
 def max_fold(acc, x):
-    return acc if acc >= x else x
+    # once the accumulator is NaN it stays NaN (numpy's max propagates NaN)
+    return acc if (acc >= x or acc != acc) else x
 
 
 def min_fold(acc, x):
-    return acc if acc <= x else x
+    return acc if (acc <= x or acc != acc) else x
 
 
 # op name -> replacement; ops not listed compile their own ``OpDef.scalar``

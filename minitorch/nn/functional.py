@@ -49,12 +49,14 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     ``-mean over rows of log_softmax(logits)[row, targets[row]]``.
 
     Pick the target entries with a one-hot mask built from registered ops
-    (``targets.reshape(N, 1) == minitorch.arange(C).reshape(1, C)``, cast to
-    the logits' dtype), multiply and sum: no Python loop over rows. Use
+    (``targets.reshape(N, 1) == minitorch.arange(C, device=logits.device).reshape(1, C)``,
+    cast to the logits' dtype), multiply and sum: no Python loop over rows. Use
     :func:`log_softmax` (exercise 2.9) for stability.
 
     Raise ``OpError("cross_entropy", ...)`` when ``logits`` is not 2-D or
-    ``targets`` is not of shape ``(N,)``, naming both shapes.
+    ``targets`` is not of shape ``(N,)``, naming both shapes; also when
+    ``targets`` is not an integer tensor or (eager tensors only) holds a class
+    outside ``[0, C)``: a wrong target must not quietly give a loss.
 
     Example:
         >>> logits = minitorch.tensor([[0.0, 0.0], [0.0, 0.0]])

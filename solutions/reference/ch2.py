@@ -9,6 +9,7 @@ from minitorch.autograd.ops import pad_slice
 from minitorch.autograd.rules import unbroadcast as _unbroadcast
 from minitorch.core.creation import arange
 from minitorch.core.errors import OpError
+from minitorch.core.tensor import Tensor
 
 # ---------------------------------------------------------------- 2.1-2.6 rules
 
@@ -164,6 +165,24 @@ def log_softmax(x, axis=-1):
     return z - z.exp().sum(axis=axis, keepdims=True).log()
 
 
+def _check_targets(targets, c):
+    if targets.dtype.kind not in "iu":
+        raise OpError(
+            "cross_entropy",
+            f"targets must be int64 class indices, got dtype {targets.dtype}",
+            hint="pass targets.astype('int64') if they hold whole numbers",
+        )
+    if isinstance(targets, Tensor) and targets.size:  # values are known in eager mode only
+        values = targets.numpy()
+        bad = values[(values < 0) | (values >= c)]
+        if bad.size:
+            raise OpError(
+                "cross_entropy",
+                f"targets must be class indices in [0, {c}), got {bad[0]}",
+                hint=f"logits have {c} classes; targets index them from 0",
+            )
+
+
 def cross_entropy(logits, targets):
     if logits.ndim != 2:
         raise OpError(
@@ -178,7 +197,9 @@ def cross_entropy(logits, targets):
             f"targets must have shape ({n},) to match logits {logits.shape}, got {targets.shape}",
             hint="pass one integer class index per row",
         )
-    onehot = (targets.reshape(n, 1) == arange(c).reshape(1, c)).astype(logits.dtype)
+    _check_targets(targets, c)
+    classes = arange(c, device=logits.device)  # on the logits' device: cuda tensors too
+    onehot = (targets.reshape(n, 1) == classes.reshape(1, c)).astype(logits.dtype)
     return -(log_softmax(logits, axis=1) * onehot).sum() / n
 
 

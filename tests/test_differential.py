@@ -1,0 +1,587 @@
+"""Every registry op on every backend against numpy, forward and backward.
+
+``CASES`` holds one entry per registered op: how to draw its inputs and
+attributes, which dtypes it accepts, and numpy's answer. The tests iterate the
+registry, so a new op without an entry fails ``test_every_op_has_a_case``.
+Inputs come from ``strategies.py``: size-0 and size-1 dims, 0-d tensors,
+broadcasting, negative-step, strided, offset, transposed and stride-0 views,
+and the special values ±0, ±inf and NaN. Where numpy raises (a max over an
+empty axis), the backend must raise an ``OpError``. Gradients are checked
+against central finite differences of the numpy answer in float64.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pytest
+from backends_util import BACKENDS, on
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from strategies import FLOATS, laid_out, shapes, values
+
+import minitorch as mt
+import minitorch.cuda.backend  # noqa: F401  (registers the cuda kernels)
+import minitorch.fast.backend  # noqa: F401  (registers the numba kernels)
+from minitorch.core.registry import OPS, OpKind, Spec
+
+ALL = ["float32", "float64", "int64", "bool"]
+NUMERIC = ["float32", "float64", "int64"]
+
+
+@dataclass
+class Case:
+    build: Callable  # build(draw, dtype, smooth) -> (arrays, attrs, numpy answer)
+    dtypes: list = field(default_factory=lambda: FLOATS)
+    grad: bool = True  # check the backward rule too
+
+
+def f64(x):
+    return x.astype(np.float64) if x.dtype.kind == "f" else x
+
+
+def _arr(draw, shape, dtype, smooth, domain=None, shift=0.0, special=True):
+    """Smooth mode (gradients): distinct float64 values away from 0 and kinks."""
+    if smooth:
+        a = np.asarray(draw(values(shape, "float64", domain="unique")) + shift)
+        return np.asarray(np.abs(a) + 0.3) if domain == "positive" else a
+    return draw(values(shape, dtype, special=special, domain=domain))
+
+
+def unary(fn, domain=None, dtypes=FLOATS, grad=True, float_result=False):
+    def build(draw, dtype, smooth):
+        a = _arr(draw, draw(shapes()), dtype, smooth, domain)
+        cast = (lambda a: a.astype(np.float64)) if float_result else f64
+        return [a], {}, lambda a: fn(cast(a))
+
+    return Case(build, dtypes, grad)
+
+
+def binary(fn, domain_b=None, dtypes=FLOATS, grad=True):
+    def build(draw, dtype, smooth):
+        sa, sb = draw(BROADCASTABLE)
+        pow_ = domain_b == "pow"
+        a = _arr(draw, sa, dtype, smooth, "positive" if pow_ and smooth else None)
+        if dtype == "int64" and pow_:
+            b = draw(values(sb, dtype, domain="positive"))  # int ** negative int is refused
+        else:
+            b = _arr(draw, sb, dtype, smooth, None if pow_ else domain_b, shift=0.05)
+        return [a, b], {}, lambda a, b: fn(f64(a), f64(b))
+
+    return Case(build, dtypes, grad)
+
+
+BROADCASTABLE = st.one_of(
+    shapes().map(lambda s: (s, s)),
+    hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, min_side=0, max_side=3).map(
+        lambda r: r.input_shapes
+    ),
+)
+
+
+def _where(draw, dtype, smooth):
+    sc, sa = draw(BROADCASTABLE)
+    c = draw(values(sc, "bool"))
+    a = _arr(draw, sa, dtype, smooth)
+    b = _arr(draw, sc, dtype, smooth, shift=0.05)
+    return [c, a, b], {}, lambda c, a, b: np.where(c, f64(a), f64(b))
+
+
+def _axis(draw, ndim):
+    kinds = ["none", "tuple", "empty"] + (["int"] if ndim else ["zero"])
+    kind = draw(st.sampled_from(kinds))
+    if kind == "none":
+        return None
+    if kind == "empty":
+        return ()
+    if kind == "zero":
+        return draw(st.sampled_from([0, -1]))
+    if kind == "int":
+        return draw(st.integers(-ndim, ndim - 1))
+    return tuple(draw(st.sets(st.integers(0, ndim - 1), max_size=ndim))) if ndim else ()
+
+
+def reduction(fn, dtypes=ALL, grad=True):
+    def build(draw, dtype, smooth):
+        a = _arr(draw, draw(shapes(min_side=1 if smooth else 0)), dtype, smooth)
+        axis, keep = _axis(draw, a.ndim), draw(st.booleans())
+
+        def ref(a):
+            if axis is None or a.ndim == 0:
+                ax = None if axis is None else ()
+            else:
+                ax = tuple(int(d) % a.ndim for d in np.atleast_1d(np.asarray(axis, dtype=int)))
+            with np.errstate(all="ignore"):
+                return fn(f64(a), axis=ax, keepdims=keep)
+
+        return [a], {"axis": axis, "keepdims": keep}, ref
+
+    return Case(build, dtypes, grad)
+
+
+def _argmax(draw, dtype, smooth):
+    a = _arr(draw, draw(shapes(min_dims=1)), dtype, smooth)
+    axis, keep = draw(st.integers(-a.ndim, a.ndim - 1)), draw(st.booleans())
+    return [a], {"axis": axis, "keepdims": keep}, lambda a: np.argmax(a, axis=axis, keepdims=keep)
+
+
+def _cast(draw, dtype, smooth):
+    target = "float64" if smooth else draw(st.sampled_from(ALL))
+    a = _arr(draw, draw(shapes()), dtype, smooth)
+    if target in ("int64",) and a.dtype.kind == "f":
+        a = np.nan_to_num(
+            a, nan=1.0, posinf=7.0, neginf=-7.0
+        )  # float -> int of inf/NaN is undefined
+    return [a], {"dtype": target}, lambda a: a.astype(target)
+
+
+def _permute(draw, dtype, smooth):
+    a = _arr(draw, draw(shapes()), dtype, smooth)
+    order = tuple(draw(st.permutations(range(a.ndim))))
+    return [a], {"order": order}, lambda a: np.transpose(a, order)
+
+
+def _reshape(draw, dtype, smooth):
+    a = _arr(draw, draw(shapes()), dtype, smooth)
+    shape = draw(
+        st.sampled_from(
+            [(-1,), a.shape[::-1], (1,) + a.shape, (a.size,), a.shape + (1,)]
+            + ([(a.shape[0], -1)] if a.ndim and a.shape[0] else [])
+        )
+    )
+    return [a], {"shape": shape}, lambda a: np.reshape(a, shape)
+
+
+def _expand(draw, dtype, smooth):
+    a = _arr(draw, draw(shapes(max_side=2)), dtype, smooth)
+    lead = tuple(draw(st.lists(st.integers(0, 2), max_size=1)))
+    shape = lead + tuple(draw(st.integers(1, 3)) if n == 1 else n for n in a.shape)
+    return [a], {"shape": shape}, lambda a: np.broadcast_to(a, shape)
+
+
+def _key(draw, shape):
+    key = []
+    for n in shape[: draw(st.integers(0, len(shape)))]:
+        if n and draw(st.booleans()):
+            key.append(draw(st.integers(-n, n - 1)))
+        else:
+            step = draw(st.sampled_from([1, 2, -1, -2]))
+            lo, hi = (draw(st.one_of(st.none(), st.integers(-n - 1, n + 1))) for _ in "ab")
+            key.append(slice(lo, hi, step))
+    return tuple(key)
+
+
+def _getitem(draw, dtype, smooth):
+    a = _arr(draw, draw(shapes()), dtype, smooth)
+    key = _key(draw, a.shape)
+    return [a], {"key": key}, lambda a: a[key]
+
+
+def _pad_slice(draw, dtype, smooth):
+    shape = draw(shapes())
+    key = _key(draw, shape)
+    g = _arr(draw, np.zeros(shape)[key].shape, dtype, smooth)
+
+    def ref(g):
+        out = np.zeros(shape, f64(g).dtype)
+        out[key] = g
+        return out
+
+    return [g], {"key": key, "shape": shape}, ref
+
+
+def _matmul(draw, dtype, smooth):
+    n, k, m = (draw(st.integers(0 if not smooth else 1, 3)) for _ in "nkm")
+    batch_a, batch_b = draw(st.sampled_from([((), ()), ((2,), ()), ((1,), (2,)), ((2,), (2,))]))
+    a = _arr(draw, batch_a + (n, k), dtype, smooth)
+    b = _arr(draw, batch_b + (k, m), dtype, smooth, shift=0.05)
+    return [a, b], {}, lambda a, b: np.matmul(f64(a), f64(b))
+
+
+def conv_ref(x, w, stride, padding):
+    x = np.pad(f64(x), ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    n, _, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    oh, ow = (h - kh) // stride + 1, (wd - kw) // stride + 1
+    out = np.zeros((n, o, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            patch = x[:, :, i * stride : i * stride + kh, j * stride : j * stride + kw]
+            out[:, :, i, j] = np.tensordot(patch, f64(w), axes=([1, 2, 3], [1, 2, 3]))
+    return out
+
+
+def adjoint(linear, shape, g):
+    """``J^T g`` of a linear map ``linear`` on arrays of ``shape``, built from the basis."""
+    out = np.zeros(int(np.prod(shape)))
+    for i in range(out.size):
+        e = np.zeros(out.size)
+        e[i] = 1.0
+        out[i] = np.sum(linear(e.reshape(shape)) * g)
+    return out.reshape(shape)
+
+
+def _conv_shapes(draw):
+    n, c, o = (draw(st.integers(1, 2)) for _ in "nco")
+    kh, kw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    stride, padding = draw(st.integers(1, 2)), draw(st.integers(0, 1))
+    h, w = (
+        draw(st.integers(max(kh - 2 * padding, 1), 4)),
+        draw(st.integers(max(kw - 2 * padding, 1), 4)),
+    )
+    return (n, c, h, w), (o, c, kh, kw), stride, padding
+
+
+def _conv2d(draw, dtype, smooth):
+    xs, ws, stride, padding = _conv_shapes(draw)
+    # finite values only: with inf/NaN, 0 * inf may or may not be computed (the Numba
+    # kernel skips the zero padding, BLAS may skip zeros), so backends differ; left open
+    x = _arr(draw, xs, dtype, smooth, special=False)
+    w = _arr(draw, ws, dtype, smooth, shift=0.05, special=False)
+    return (
+        [x, w],
+        {"stride": stride, "padding": padding},
+        lambda x, w: conv_ref(x, w, stride, padding),
+    )
+
+
+def _conv_grad_input(draw, dtype, smooth):
+    xs, ws, stride, padding = _conv_shapes(draw)
+    w = _arr(draw, ws, dtype, smooth, special=False)
+    g = _arr(
+        draw,
+        conv_ref(np.zeros(xs), np.zeros(ws), stride, padding).shape,
+        dtype,
+        smooth,
+        special=False,
+    )
+    attrs = {"stride": stride, "padding": padding, "input_hw": xs[2:]}
+    return (
+        [g, w],
+        attrs,
+        lambda g, w: adjoint(lambda x: conv_ref(x, w, stride, padding), xs, f64(g)),
+    )
+
+
+def _conv_grad_weight(draw, dtype, smooth):
+    xs, ws, stride, padding = _conv_shapes(draw)
+    x = _arr(draw, xs, dtype, smooth, special=False)
+    g = _arr(
+        draw,
+        conv_ref(np.zeros(xs), np.zeros(ws), stride, padding).shape,
+        dtype,
+        smooth,
+        special=False,
+    )
+    attrs = {"stride": stride, "padding": padding, "kernel_hw": ws[2:]}
+    return (
+        [x, g],
+        attrs,
+        lambda x, g: adjoint(lambda w: conv_ref(x, w, stride, padding), ws, f64(g)),
+    )
+
+
+def pool_ref(x, k, s, fold):
+    n, c, h, w = x.shape
+    oh, ow = (h - k[0]) // s[0] + 1, (w - k[1]) // s[1] + 1
+    out = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            out[:, :, i, j] = fold(
+                x[:, :, i * s[0] : i * s[0] + k[0], j * s[1] : j * s[1] + k[1]], axis=(2, 3)
+            )
+    return out
+
+
+def _pool_shapes(draw):
+    k = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    s = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    shape = (
+        draw(st.integers(1, 2)),
+        draw(st.integers(1, 2)),
+        draw(st.integers(k[0], 4)),
+        draw(st.integers(k[1], 4)),
+    )
+    return shape, k, s
+
+
+def pool(fold):
+    def build(draw, dtype, smooth):
+        shape, k, s = _pool_shapes(draw)
+        x = _arr(draw, shape, dtype, smooth, domain="unique")
+        return [x], {"kernel_size": k, "stride": s}, lambda x: pool_ref(f64(x), k, s, fold)
+
+    return build
+
+
+def pool_grad(fold):
+    def build(draw, dtype, smooth):
+        shape, k, s = _pool_shapes(draw)
+        x = draw(values(shape, dtype, domain="unique"))  # distinct: one maximum per window
+        g = _arr(draw, pool_ref(np.zeros(shape), k, s, np.max).shape, dtype, smooth, special=False)
+
+        def ref(g, x):
+            if fold is np.mean:
+                return adjoint(lambda v: pool_ref(v, k, s, np.mean), shape, f64(g))
+            out = np.zeros(shape)
+            for i in range(g.shape[2]):
+                for j in range(g.shape[3]):
+                    win = x[:, :, i * s[0] : i * s[0] + k[0], j * s[1] : j * s[1] + k[1]]
+                    flat = win.reshape(win.shape[0], win.shape[1], -1).argmax(axis=2)
+                    for a in range(shape[0]):
+                        for b in range(shape[1]):
+                            di, dj = divmod(int(flat[a, b]), k[1])
+                            out[a, b, i * s[0] + di, j * s[1] + dj] += g[a, b, i, j]
+            return out
+
+        return [g, x], {"kernel_size": k, "stride": s}, ref
+
+    return build
+
+
+def _softmax_ref(x, axis):
+    with np.errstate(all="ignore"):
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def _lse_ref(x, axis, keepdims):
+    with np.errstate(all="ignore"):
+        m = x.max(axis=axis, keepdims=True)
+        shift = np.where(np.isfinite(m), m, 0)
+        r = np.log(np.exp(x - shift).sum(axis=axis, keepdims=True)) + shift
+    return r if keepdims else np.squeeze(r, axis=axis)
+
+
+def _softmax(draw, dtype, smooth):
+    a = _arr(draw, draw(shapes(min_dims=1, min_side=1)), dtype, smooth)
+    axis = draw(st.integers(-a.ndim, a.ndim - 1))
+    return [a], {"axis": axis}, lambda a: _softmax_ref(f64(a), axis)
+
+
+def _logsumexp(draw, dtype, smooth):
+    a = _arr(draw, draw(shapes(min_dims=1, min_side=1)), dtype, smooth)
+    axis, keep = draw(st.integers(-a.ndim, a.ndim - 1)), draw(st.booleans())
+    return [a], {"axis": axis, "keepdims": keep}, lambda a: _lse_ref(f64(a), axis, keep)
+
+
+def _sigmoid(x):
+    with np.errstate(all="ignore"):
+        return 1 / (1 + np.exp(-x))
+
+
+def _ign(fn):
+    def wrapped(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+
+    return wrapped
+
+
+CASES = {
+    "neg": unary(np.negative, dtypes=NUMERIC),
+    "abs": unary(np.abs, dtypes=ALL),
+    "exp": unary(_ign(np.exp), dtypes=ALL, float_result=True),
+    "log": unary(_ign(np.log), domain="positive", dtypes=ALL, float_result=True),
+    "sqrt": unary(_ign(np.sqrt), domain="positive", dtypes=ALL, float_result=True),
+    "recip": unary(_ign(lambda x: 1.0 / x), domain="nonzero", dtypes=ALL, float_result=True),
+    "tanh": unary(np.tanh, dtypes=ALL, float_result=True),
+    "sigmoid": unary(_sigmoid, dtypes=ALL, float_result=True),
+    "relu": unary(lambda x: np.maximum(x, 0), dtypes=ALL),
+    "cast": Case(_cast, ALL),
+    "add": binary(np.add, dtypes=ALL),
+    "sub": binary(np.subtract, dtypes=NUMERIC),
+    "mul": binary(np.multiply, dtypes=ALL),
+    "div": binary(_ign(np.divide), domain_b="nonzero", dtypes=ALL),
+    "pow": binary(_ign(np.power), domain_b="pow", dtypes=NUMERIC),
+    "maximum": binary(np.maximum, dtypes=ALL),
+    "minimum": binary(np.minimum, dtypes=ALL),
+    "eq": binary(np.equal, dtypes=ALL, grad=False),
+    "ne": binary(np.not_equal, dtypes=ALL, grad=False),
+    "lt": binary(np.less, dtypes=ALL, grad=False),
+    "le": binary(np.less_equal, dtypes=ALL, grad=False),
+    "gt": binary(np.greater, dtypes=ALL, grad=False),
+    "ge": binary(np.greater_equal, dtypes=ALL, grad=False),
+    "where": Case(_where, ALL),
+    "sum": reduction(np.sum),
+    "max": reduction(np.max),
+    "min": reduction(np.min),
+    "mean": reduction(np.mean),
+    "argmax": Case(_argmax, ALL, grad=False),
+    "permute": Case(_permute, ALL),
+    "reshape": Case(_reshape, ALL),
+    "expand": Case(_expand, ALL),
+    "getitem": Case(_getitem, ALL),
+    "contiguous": Case(
+        lambda draw, dtype, smooth: ([_arr(draw, draw(shapes()), dtype, smooth)], {}, lambda a: a),
+        ALL,
+    ),
+    "matmul": Case(_matmul, ALL),
+    "conv2d": Case(_conv2d),
+    "conv2d_grad_input": Case(_conv_grad_input, grad=False),
+    "conv2d_grad_weight": Case(_conv_grad_weight, grad=False),
+    "max_pool2d": Case(pool(np.max)),
+    "avg_pool2d": Case(pool(np.mean)),
+    "max_pool2d_grad": Case(pool_grad(np.max), grad=False),
+    "avg_pool2d_grad": Case(pool_grad(np.mean), grad=False),
+    "softmax": Case(_softmax),
+    "logsumexp": Case(_logsumexp),
+    "pad_slice": Case(_pad_slice, ALL),
+}
+
+# (op, backend) pairs with no kernel: the call must refuse with an OpError naming the op.
+NO_KERNEL = {
+    ("conv2d", "python"), ("conv2d", "cuda"),
+    ("conv2d_grad_input", "python"), ("conv2d_grad_input", "cuda"),
+    ("conv2d_grad_weight", "python"), ("conv2d_grad_weight", "cuda"),
+    ("max_pool2d", "python"), ("max_pool2d", "cuda"),
+    ("avg_pool2d", "python"), ("avg_pool2d", "cuda"),
+    ("max_pool2d_grad", "python"), ("max_pool2d_grad", "cuda"),
+    ("avg_pool2d_grad", "python"), ("avg_pool2d_grad", "cuda"),
+    ("softmax", "python"), ("softmax", "cuda"),
+    ("logsumexp", "python"), ("logsumexp", "cuda"),
+}  # fmt: skip
+
+RTOL = {"float32": 2e-6, "float64": 1e-12}
+# Few examples per (op, backend) keep the suite under a minute; a deeper hunt:
+# MINITORCH_DIFF_SCALE=20 pytest tests/test_differential.py
+_SCALE = int(os.environ.get("MINITORCH_DIFF_SCALE", "1"))
+EXAMPLES = {"python": 4 * _SCALE, "numpy": 4 * _SCALE, "numba": 4 * _SCALE, "cuda": _SCALE}
+
+
+def test_every_op_has_a_case():
+    missing = sorted(set(OPS) - set(CASES))
+    assert not missing, f"ops with no entry in test_differential.CASES: {missing}"
+
+
+def test_tested_dtypes_are_the_accepted_ones():
+    # The dtype policy (book/appendix_dtypes.md) is the ops' shape rules; the cases must draw
+    # exactly the dtypes each elementwise, broadcasting and reducing op accepts.
+    kinds = (OpKind.ELEMENTWISE, OpKind.BROADCAST, OpKind.REDUCE)
+    for name, op in OPS.items():
+        if op.kind not in kinds or name in ("cast", "where"):
+            continue
+        accepted = []
+        for dtype in ALL:
+            specs = [Spec((2,), np.dtype(dtype))] * op.num_inputs
+            try:
+                op.infer(*specs, **op.bind({"axis": -1} if name == "argmax" else {}, specs))
+                accepted.append(dtype)
+            except mt.OpError:
+                pass
+        assert accepted == CASES[name].dtypes, (
+            f"{name}: accepts {accepted}, tested {CASES[name].dtypes}"
+        )
+
+
+def _settings(backend):
+    return settings(
+        max_examples=EXAMPLES[backend],
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def _run(backend, name, data, smooth):
+    case = CASES[name]
+    dtype = "float64" if smooth else data.draw(st.sampled_from(case.dtypes), label="dtype")
+    arrays, attrs, ref = case.build(data.draw, dtype, smooth)
+    return arrays, attrs, ref
+
+
+def _expected(ref, arrays):
+    try:
+        with np.errstate(all="ignore"):
+            return np.asarray(ref(*arrays)), None
+    except (ValueError, IndexError) as e:  # numpy refuses: so must we
+        return None, e
+
+
+def _assert_matches(got, want, dtype, label):
+    if want.dtype.kind == "f" and dtype.kind == "f":
+        want = want.astype(dtype)
+        rtol = RTOL[dtype.name]
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, equal_nan=True, err_msg=label)
+        # the sign of zero and of infinity must agree too
+        both = np.isfinite(got) | np.isinf(got)
+        assert np.array_equal(np.isinf(got), np.isinf(want)), label
+        assert both.shape == got.shape
+    else:
+        np.testing.assert_array_equal(got, want.astype(dtype), err_msg=label)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward(name, backend):
+    @_settings(backend)
+    @given(data=st.data())
+    def check(data):
+        arrays, attrs, ref = _run(backend, name, data, smooth=False)
+        with on(backend) as T:
+            inputs, used = [], []
+            for a in arrays:
+                t, a = data.draw(laid_out(T, a), label="layout")
+                inputs.append(t)
+                used.append(a)
+            want, refused = _expected(ref, used)
+            label = f"{name} on {backend}: inputs {[str(t.spec) for t in inputs]}, attrs {attrs}"
+            if refused is not None or (name, backend) in NO_KERNEL:
+                with pytest.raises(mt.OpError, match=name):
+                    mt.dispatch(name, *inputs, **attrs)
+                return
+            out = mt.dispatch(name, *inputs, **attrs)
+            assert out.device == inputs[0].device, label
+            got = out.numpy()
+        assert got.shape == want.shape, f"{label}: shape {got.shape}, numpy {want.shape}"
+        _assert_matches(got, want, out.dtype, label)
+
+    check()
+
+
+def _fd_grads(ref, arrays, g, h=1e-6):
+    """Central differences of sum(ref(*arrays) * g) with respect to each array."""
+    grads = []
+    for i, a in enumerate(arrays):
+        grad = np.zeros_like(a, dtype=np.float64)
+        for idx in np.ndindex(a.shape):
+            plus, minus = [np.array(x) for x in arrays], [np.array(x) for x in arrays]
+            plus[i][idx] += h
+            minus[i][idx] -= h
+            grad[idx] = (np.sum(ref(*plus) * g) - np.sum(ref(*minus) * g)) / (2 * h)
+        grads.append(grad)
+    return grads
+
+
+GRAD_OPS = sorted(n for n, c in CASES.items() if c.grad)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", GRAD_OPS)
+def test_backward(name, backend):
+    if (name, backend) in NO_KERNEL:
+        pytest.skip(f"no {name} kernel on {backend} (the forward test checks the refusal)")
+
+    @_settings(backend)
+    @given(data=st.data())
+    def check(data):
+        arrays, attrs, ref = _run(backend, name, data, smooth=True)
+        with on(backend) as T:
+            leaves = [T(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+            out = mt.dispatch(name, *leaves, **attrs)
+            g = data.draw(values(out.shape, "float64", special=False), label="cotangent")
+            (out * T(g)).sum().backward()
+            got = [None if x.grad is None else x.grad.numpy() for x in leaves]
+        want = _fd_grads(ref, arrays, g)
+        for i, (a, gw) in enumerate(zip(arrays, want)):
+            if a.dtype.kind != "f":
+                continue
+            label = f"d {name} / d input {i} on {backend}, shapes {[x.shape for x in arrays]}, attrs {attrs}"
+            gi = np.zeros_like(gw) if got[i] is None else got[i]
+            np.testing.assert_allclose(gi, gw, rtol=1e-5, atol=1e-5, err_msg=label)
+
+    check()
