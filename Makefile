@@ -10,11 +10,12 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade check-solutions check-starter test pytest lint format book release release-check lab clean help
+.PHONY: grade check-solutions check-starter mutants test pytest lint format book release release-check lab clean help
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
 	@echo "make check-solutions  grade the reference solutions: must be full marks (CH=N)"
+	@echo "make mutants CH=N     grade the known-wrong implementations of chapter N: all must lose points"
 	@echo "make test             everything CI runs"
 	@echo "make book             build the Jupyter Book into book/_build/html"
 	@echo "make release          regenerate exercises/ from solutions/notebooks/"
@@ -38,6 +39,10 @@ check-solutions: $(STAMP)
 
 check-starter: $(STAMP)
 	@$(PY) -m autograder --expect zero --json build/starter.json
+
+mutants: $(STAMP)
+	@test -n "$(CH)" || { echo "usage: make mutants CH=N"; exit 2; }
+	@$(PY) -m tests.mutants $(CH)
 
 pytest: $(STAMP)
 	@$(PY) -m pytest tests

@@ -1,0 +1,168 @@
+"""Grade every known-wrong implementation of one chapter: ``python -m tests.mutants C``.
+
+One process per chapter: each mutant is installed in turn as the learner's
+code of its exercise (isolated mode, that exercise in focus) and only that
+exercise's graded tests run, stopping at the first failure. Test modules and
+the Numba kernels of the other exercises are compiled once and shared.
+Prints a table (exercise, wrong implementations, caught, survived), or writes
+JSON for ``tests/test_mutants.py`` with ``--json PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import json
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+# Before minitorch (and numba) load: isolated mode, the CUDA simulator without a GPU.
+os.environ["MINITORCH_MODE"] = "isolated"
+os.environ.pop("MINITORCH_FOCUS", None)
+os.environ.pop("MINITORCH_MODE_FIXED", None)
+os.environ.setdefault("PYTHONHASHSEED", "0")
+if not (os.path.exists("/dev/nvidia0") or shutil.which("nvidia-smi")):
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+import pytest  # noqa: E402
+
+from autograder import manifest  # noqa: E402
+from minitorch import exercises  # noqa: E402
+
+from . import MIN_PER_EXERCISE, Mutant, load  # noqa: E402
+
+TIME_LIMIT = 120  # seconds per mutant; a hang loses points in real grading too
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout(f"still running after {TIME_LIMIT} s")
+
+
+class _Collect:
+    """Pytest plugin: the outcome of each test of one run."""
+
+    def __init__(self):
+        self.failed: dict[str, str] = {}
+        self.passed: set[str] = set()
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.failed[report.nodeid or "<collection>"] = "collection failed"
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed or (report.skipped and report.when == "setup"):
+            text = (report.longreprtext or "").strip().splitlines()
+            self.failed.setdefault(report.nodeid, text[-1][:200] if text else report.outcome)
+        elif report.when == "call" and report.passed:
+            self.passed.add(report.nodeid)
+
+
+def _run(nodeids: list[str]) -> _Collect:
+    collect = _Collect()
+    args = ["-x", "-qq", "-p", "no:cacheprovider", "-o", "addopts=",
+            "-o", "python_files=test_*.py", "-o", "python_functions=test_*",
+            "--rootdir", str(ROOT), *nodeids]  # fmt: skip
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+        pytest.main(args, plugins=[collect])
+    return collect
+
+
+def _signature_problem(m: Mutant) -> str:
+    ex = exercises.REGISTRY.get(m.exercise)
+    if ex is None:
+        return f"no exercise {m.exercise}"
+    want = list(inspect.signature(ex.stub).parameters)
+    got = list(inspect.signature(m.fn).parameters)
+    return "" if want == got else f"signature ({', '.join(got)}), the stub has ({', '.join(want)})"
+
+
+def grade_mutant(m: Mutant, nodeids: list[str]) -> dict:
+    """Install ``m`` as the learner's code of its exercise and grade that exercise."""
+    row = {"exercise": m.exercise, "name": m.name, "description": m.description}
+    problem = _signature_problem(m) or ("" if nodeids else "the exercise has no graded tests")
+    if problem:
+        return {**row, "status": "error", "detail": problem}
+    ex = exercises.REGISTRY[m.exercise]
+    stub = ex.stub
+    ex.stub = m.fn
+    exercises._cache.clear()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(TIME_LIMIT)
+    try:
+        collect = _run(nodeids)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        ex.stub = stub
+        exercises._cache.clear()
+    if collect.failed:
+        node, why = next(iter(collect.failed.items()))
+        return {**row, "status": "caught", "detail": f"{node.split('::')[-1]}: {why}"}
+    if collect.passed >= set(nodeids):
+        return {**row, "status": "survived", "detail": "every graded test passed"}
+    missing = sorted(set(nodeids) - collect.passed)
+    return {**row, "status": "error", "detail": f"not run: {', '.join(missing)}"}
+
+
+def check_chapter(chapter: int, only: str | None = None) -> dict:
+    tests: dict[str, list[str]] = {}
+    for item in manifest.graded_items(chapter):
+        if item.kind == "test":
+            tests.setdefault(item.exercise, []).append(item.nodeid)
+    mutants = load(chapter)
+    ids = sorted(
+        (e for e in manifest.exercises() if e.split(".")[0] == str(chapter)),
+        key=manifest.exercise_sort_key,
+    )
+    rows = [
+        grade_mutant(m, tests.get(m.exercise, [])) for m in mutants if only in (None, m.exercise)
+    ]
+    counts = {e: sum(m.exercise == e for m in mutants) for e in ids}
+    return {"chapter": chapter, "exercises": counts, "rows": rows}
+
+
+def table(result: dict) -> str:
+    lines = [f"Chapter {result['chapter']}: known-wrong implementations",
+             f"{'exercise':<9} {'wrong':>5} {'caught':>6} {'survived':>8}"]  # fmt: skip
+    for ex, n in result["exercises"].items():
+        rows = [r for r in result["rows"] if r["exercise"] == ex]
+        caught = sum(r["status"] == "caught" for r in rows)
+        bad = [r for r in rows if r["status"] != "caught"]
+        flag = "" if n >= MIN_PER_EXERCISE else f"   (needs at least {MIN_PER_EXERCISE})"
+        lines.append(f"{ex:<9} {n:>5} {caught:>6} {len(bad):>8}{flag}")
+        lines += [
+            f"    {r['status']}: {r['name']} ({r['description']}): {r['detail']}" for r in bad
+        ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutants", description=__doc__)
+    parser.add_argument("chapter", type=int)
+    parser.add_argument("--exercise", help="only the mutants of this exercise (C.N)")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show every mutant")
+    args = parser.parse_args(argv)
+    result = check_chapter(args.chapter, args.exercise)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    print(table(result))
+    if args.verbose:
+        for r in result["rows"]:
+            print(f"{r['exercise']:<6} {r['status']:<9} {r['name']}: {r['detail']}")
+    ok = all(r["status"] == "caught" for r in result["rows"])
+    return 0 if ok and min(result["exercises"].values(), default=3) >= MIN_PER_EXERCISE else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
