@@ -91,13 +91,13 @@ def strides_from_shape_zero_ones(shape):
     return tuple(reversed(strides))
 
 
-@mutant("1.3", "the product skips size-0 dimensions")
-def strides_from_shape_skip_zero(shape):
+@mutant("1.3", "column-major strides: the first dimension gets stride 1")
+def strides_from_shape_column_major(shape):
     strides, run = [], 1
-    for n in reversed(shape):
+    for n in shape:
         strides.append(run)
-        run *= max(n, 1)
-    return tuple(reversed(strides))
+        run *= n
+    return tuple(strides)
 
 
 # ---------------------------------------------------------------- 1.4 broadcast_shape
