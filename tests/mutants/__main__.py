@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -32,10 +33,19 @@ if not (os.path.exists("/dev/nvidia0") or shutil.which("nvidia-smi")):
 
 import pytest  # noqa: E402
 
-from autograder import manifest  # noqa: E402
+from hypothesis import Phase, settings  # noqa: E402
+
+from autograder import harness, manifest  # noqa: E402
 from minitorch import exercises  # noqa: E402
 
 from . import MIN_PER_EXERCISE, Mutant, load  # noqa: E402
+
+# The grading profile, without shrinking: the same examples fail, found as fast.
+settings.register_profile(
+    "mutants", settings.get_profile("grading"), phases=[Phase.explicit, Phase.generate]
+)
+assert harness.graded  # the harness loads "grading" on import; load ours after it
+settings.load_profile("mutants")
 
 TIME_LIMIT = 120  # seconds per mutant; a hang loses points in real grading too
 
@@ -69,7 +79,7 @@ class _Collect:
 
 def _run(nodeids: list[str]) -> _Collect:
     collect = _Collect()
-    args = ["-x", "-qq", "-p", "no:cacheprovider", "-o", "addopts=",
+    args = ["-x", "-qq", "--tb=line", "-p", "no:cacheprovider", "-o", "addopts=",
             "-o", "python_files=test_*.py", "-o", "python_functions=test_*",
             "--rootdir", str(ROOT), *nodeids]  # fmt: skip
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
@@ -98,6 +108,7 @@ def grade_mutant(m: Mutant, nodeids: list[str]) -> dict:
     exercises._cache.clear()
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(TIME_LIMIT)
+    t0 = time.perf_counter()
     try:
         collect = _run(nodeids)
     finally:
@@ -105,6 +116,7 @@ def grade_mutant(m: Mutant, nodeids: list[str]) -> dict:
         signal.signal(signal.SIGALRM, old)
         ex.stub = stub
         exercises._cache.clear()
+    row["seconds"] = round(time.perf_counter() - t0, 2)
     if collect.failed:
         node, why = next(iter(collect.failed.items()))
         return {**row, "status": "caught", "detail": f"{node.split('::')[-1]}: {why}"}
@@ -159,7 +171,8 @@ def main(argv=None) -> int:
     print(table(result))
     if args.verbose:
         for r in result["rows"]:
-            print(f"{r['exercise']:<6} {r['status']:<9} {r['name']}: {r['detail']}")
+            print(f"{r['exercise']:<6} {r['status']:<9} {r.get('seconds', 0):6.1f}s {r['name']}: "
+                  f"{r['detail']}")  # fmt: skip
     ok = all(r["status"] == "caught" for r in result["rows"])
     return 0 if ok and min(result["exercises"].values(), default=3) >= MIN_PER_EXERCISE else 1
 
