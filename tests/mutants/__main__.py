@@ -32,7 +32,6 @@ if not (os.path.exists("/dev/nvidia0") or shutil.which("nvidia-smi")):
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import pytest  # noqa: E402
-
 from hypothesis import Phase, settings  # noqa: E402
 
 from autograder import harness, manifest  # noqa: E402
