@@ -70,15 +70,16 @@ class _Collect:
 
     def pytest_runtest_logreport(self, report):
         if report.failed or (report.skipped and report.when == "setup"):
-            text = (report.longreprtext or "").strip().splitlines()
-            self.failed.setdefault(report.nodeid, text[-1][:200] if text else report.outcome)
+            crash = getattr(report.longrepr, "reprcrash", None)
+            text = getattr(crash, "message", "") or report.outcome
+            self.failed.setdefault(report.nodeid, text.strip().splitlines()[0][:200])
         elif report.when == "call" and report.passed:
             self.passed.add(report.nodeid)
 
 
 def _run(nodeids: list[str]) -> _Collect:
     collect = _Collect()
-    args = ["-x", "-qq", "--tb=line", "-p", "no:cacheprovider", "-o", "addopts=",
+    args = ["-x", "-qq", "--tb=short", "-p", "no:cacheprovider", "-o", "addopts=",
             "-o", "python_files=test_*.py", "-o", "python_functions=test_*",
             "--rootdir", str(ROOT), *nodeids]  # fmt: skip
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
