@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import inspect
 import json
 import os
@@ -131,11 +132,11 @@ def check_chapter(chapter: int, only: str | None = None) -> dict:
     for item in manifest.graded_items(chapter):
         if item.kind == "test":
             tests.setdefault(item.exercise, []).append(item.nodeid)
+    found = {e: info for e, info in manifest.exercises().items() if e.split(".")[0] == str(chapter)}
+    for info in found.values():  # register the chapter's stubs (some load on first use)
+        importlib.import_module(info.path.removesuffix(".py").replace("/", "."))
     mutants = load(chapter)
-    ids = sorted(
-        (e for e in manifest.exercises() if e.split(".")[0] == str(chapter)),
-        key=manifest.exercise_sort_key,
-    )
+    ids = sorted(found, key=manifest.exercise_sort_key)
     rows = [
         grade_mutant(m, tests.get(m.exercise, [])) for m in mutants if only in (None, m.exercise)
     ]

@@ -16,7 +16,7 @@ views = st.sampled_from(["contiguous", "transposed", "sliced"])
 seeds = st.integers(0, 2**16)
 
 UNARY = {"neg": np.negative, "exp": np.exp, "relu": lambda x: np.maximum(x, 0)}
-BINARY = {"add": np.add, "mul": np.multiply, "maximum": np.maximum}
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum}
 
 # ---------------------------------------------------------------- 3.1
 
