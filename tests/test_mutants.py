@@ -44,3 +44,12 @@ def test_every_known_wrong_implementation_loses_points(chapter, tmp_path):
             for r in bad
         )
     )
+
+
+@pytest.mark.parametrize("exercise", ["1.3", "5.7"])
+def test_the_checker_lets_a_correct_implementation_keep_its_marks(exercise):
+    """The control: the reference, installed the way mutants are, passes every test."""
+    cmd = [sys.executable, "-m", "tests.mutants", exercise.split(".")[0], "--exercise", exercise,
+           "--control"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -120,11 +120,25 @@ def grade_mutant(m: Mutant, nodeids: list[str]) -> dict:
     row["seconds"] = round(time.perf_counter() - t0, 2)
     if collect.failed:
         node, why = next(iter(collect.failed.items()))
-        return {**row, "status": "caught", "detail": f"{node.split('::')[-1]}: {why}"}
+        detail = f"{node.split('::')[-1]}: {why}"
+        if "NotImplementedError" in why:  # the stub ran, not the mutant: it proves nothing
+            return {**row, "status": "error", "detail": f"the mutant was not installed: {detail}"}
+        return {**row, "status": "caught", "detail": detail}
     if collect.passed >= set(nodeids):
         return {**row, "status": "survived", "detail": "every graded test passed"}
     missing = sorted(set(nodeids) - collect.passed)
     return {**row, "status": "error", "detail": f"not run: {', '.join(missing)}"}
+
+
+def control(ex_id: str) -> dict:
+    """Grade the reference of ``ex_id`` the way mutants are graded: it must survive."""
+    chapter = int(ex_id.split(".")[0])
+    info = manifest.exercises()[ex_id]
+    importlib.import_module(info.path.removesuffix(".py").replace("/", "."))
+    ex = exercises.REGISTRY[ex_id]
+    items = manifest.graded_items(chapter)
+    nodeids = [i.nodeid for i in items if i.exercise == ex_id and i.kind == "test"]
+    return grade_mutant(Mutant(ex_id, ex.name, "the reference solution", ex.reference()), nodeids)
 
 
 def check_chapter(chapter: int, only: str | None = None) -> dict:
@@ -165,7 +179,14 @@ def main(argv=None) -> int:
     parser.add_argument("--exercise", help="only the mutants of this exercise (C.N)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("-v", "--verbose", action="store_true", help="show every mutant")
+    parser.add_argument(
+        "--control", action="store_true", help="grade the reference of --exercise instead"
+    )
     args = parser.parse_args(argv)
+    if args.control:
+        row = control(args.exercise)
+        print(f"{row['exercise']} reference: {row['status']} ({row['detail']})")
+        return 0 if row["status"] == "survived" else 1
     result = check_chapter(args.chapter, args.exercise)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
