@@ -449,6 +449,22 @@ def max_pool2d_stride(out, x, kh, kw, sh, sw):
                 out[n, c, oh, ow] = best
 
 
+@mutant("3.6", "NaN ignored: v > best is never true for NaN")
+def max_pool2d_nan(out, x, kh, kw, sh, sw):
+    n_batch, n_chan, oh_n, ow_n = out.shape
+    for t in prange(n_batch * n_chan):
+        n, c = t // n_chan, t % n_chan
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                best = x[n, c, oh * sh, ow * sw]
+                for i in range(kh):
+                    for j in range(kw):
+                        v = x[n, c, oh * sh + i, ow * sw + j]
+                        if v > best:
+                            best = v
+                out[n, c, oh, ow] = best
+
+
 # ---------------------------------------------------------------- 3.7 avg_pool2d
 
 
@@ -568,6 +584,23 @@ def logsumexp_unguarded(out, x):
         m = -np.inf
         for j in range(n):
             m = max(m, x[r, j])
+        total = 0.0
+        for j in range(n):
+            total += np.exp(x[r, j] - m)
+        out[r] = m + np.log(total)
+
+
+@mutant("3.9", "NaN ignored when finding the max: an all-NaN row gives -inf")
+def logsumexp_nan(out, x):
+    rows, n = x.shape
+    for r in prange(rows):
+        m = -np.inf
+        for j in range(n):
+            if x[r, j] > m:
+                m = x[r, j]
+        if m == -np.inf or m == np.inf:
+            out[r] = m
+            continue
         total = 0.0
         for j in range(n):
             total += np.exp(x[r, j] - m)
