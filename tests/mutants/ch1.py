@@ -436,6 +436,19 @@ def tensor_reduce_contiguous_out(fn, start, out, a, axis):
         out.storage[out.offset + k] = acc
 
 
+@mutant("1.11", "output elements enumerated with a's shape instead of out's")
+def tensor_reduce_a_shape(fn, start, out, a, axis):
+    n, step = a.shape[axis], a.strides[axis]
+    for k in range(out.size):
+        idx = _to_index(k, a.shape)
+        pos = _index_to_position(idx, a.strides, a.offset)
+        acc = start
+        for _ in range(n):
+            acc = fn(acc, a.storage[pos])
+            pos += step
+        out.storage[_index_to_position(_to_index(k, out.shape), out.strides, out.offset)] = acc
+
+
 # ---------------------------------------------------------------- 1.12 map_contiguous
 
 

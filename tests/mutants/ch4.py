@@ -208,7 +208,15 @@ def block_sum_kernel_serial(threads):
 # ---------------------------------------------------------------- 4.4 reduce_kernel
 
 
-def _reduce(fn, start, threads, offset=True, use_start=True, unit_step=False, one_thread=False):
+def _add(x, y):
+    return x + y
+
+
+def _reduce(
+    fn, start, threads, offset=True, use_start=True, unit_step=False, one_thread=False, tree=None
+):
+    combine = fn if tree is None else tree
+
     def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset, axis):
         cache = cuda.shared.array(threads, numba.float64)
         oi = cuda.local.array(MAX_DIMS, numba.int64)
@@ -236,7 +244,7 @@ def _reduce(fn, start, threads, offset=True, use_start=True, unit_step=False, on
             while step > 0:
                 cuda.syncthreads()
                 if t < step:
-                    cache[t] = fn(cache[t], cache[t + step])
+                    cache[t] = combine(cache[t], cache[t + step])
                 step //= 2
             cuda.syncthreads()
             if t == 0:
@@ -267,10 +275,15 @@ def reduce_kernel_one_thread(fn, start, threads):
     return _reduce(fn, start, threads, one_thread=True)
 
 
+@mutant("4.4", "the shared-memory tree adds partial results whatever the op")
+def reduce_kernel_tree_adds(fn, start, threads):
+    return _reduce(fn, start, threads, tree=cuda.jit(device=True)(_add))
+
+
 # ---------------------------------------------------------------- 4.5 matmul_kernel
 
 
-def _matmul(tile, k_guard=True, second_barrier=True, offsets=True, shared=True):
+def _matmul(tile, k_guard=True, second_barrier=True, offsets=True, shared=True, b_swap=False):
     def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
         a_tile = cuda.shared.array((tile, tile), numba.float64)
         b_tile = cuda.shared.array((tile, tile), numba.float64)
@@ -297,6 +310,8 @@ def _matmul(tile, k_guard=True, second_barrier=True, offsets=True, shared=True):
                 a_tile[ty, tx] = 0.0
             if (k0 + ty < k or not k_guard) and col < m:
                 q = b_base + (k0 + ty) * b_strides[1] + col * b_strides[2]
+                if b_swap:  # thread (ty, tx) loads b's element (k0 + tx, column of ty)
+                    q = b_base + (k0 + tx) * b_strides[1] + (col - tx + ty) * b_strides[2]
                 b_tile[ty, tx] = b[min(q, b.size - 1)]
             else:
                 b_tile[ty, tx] = 0.0
@@ -329,3 +344,8 @@ def matmul_kernel_no_offsets(tile):
 @mutant("4.5", "no shared tiles: every product reads global memory")
 def matmul_kernel_global(tile):
     return _matmul(tile, shared=False)
+
+
+@mutant("4.5", "b's tile loaded with threadIdx.x and threadIdx.y swapped")
+def matmul_kernel_b_swapped(tile):
+    return _matmul(tile, b_swap=True)
