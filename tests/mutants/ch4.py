@@ -283,7 +283,9 @@ def reduce_kernel_tree_adds(fn, start, threads):
 # ---------------------------------------------------------------- 4.5 matmul_kernel
 
 
-def _matmul(tile, k_guard=True, second_barrier=True, offsets=True, shared=True, b_swap=False):
+def _matmul(
+    tile, k_guard=True, second_barrier=True, offsets=True, shared=True, b_swap=False, out_guard=True
+):
     def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
         a_tile = cuda.shared.array((tile, tile), numba.float64)
         b_tile = cuda.shared.array((tile, tile), numba.float64)
@@ -320,8 +322,10 @@ def _matmul(tile, k_guard=True, second_barrier=True, offsets=True, shared=True, 
                 acc += a_tile[ty, j] * b_tile[j, tx]
             if second_barrier:
                 cuda.syncthreads()
-        if row < n and col < m:
-            out[(z * n + row) * m + col] = acc
+        if (row < n and col < m) or not out_guard:
+            p = (z * n + row) * m + col
+            if p < out.size:  # the simulator would raise past the end; a GPU writes there
+                out[p] = acc
 
     return kernel
 
@@ -349,3 +353,8 @@ def matmul_kernel_global(tile):
 @mutant("4.5", "b's tile loaded with threadIdx.x and threadIdx.y swapped")
 def matmul_kernel_b_swapped(tile):
     return _matmul(tile, b_swap=True)
+
+
+@mutant("4.5", "no bounds check on the output: threads past the edge write into the next row")
+def matmul_kernel_unguarded_write(tile):
+    return _matmul(tile, out_guard=False)
