@@ -296,6 +296,40 @@ def slice_view_length(shape, strides, offset, key):
     )
 
 
+@mutant("1.8", "slice bounds by hand: a missing start is 0 and a missing stop the size, any step")
+def slice_view_by_hand(shape, strides, offset, key):
+    new_shape, new_strides = [], []
+    for d, k in enumerate(key):
+        size, stride = shape[d], strides[d]
+        if isinstance(k, slice):
+            step = 1 if k.step is None else k.step
+            start = (
+                0
+                if k.start is None
+                else min(max(k.start + size if k.start < 0 else k.start, 0), size)
+            )
+            stop = (
+                size
+                if k.stop is None
+                else min(max(k.stop + size if k.stop < 0 else k.stop, 0), size)
+            )
+            n = len(range(start, stop, step))
+            new_shape.append(n)
+            new_strides.append(stride * step)
+            offset += (start if n else 0) * stride
+        else:
+            i = k + size if k < 0 else k
+            if not 0 <= i < size:
+                raise index_error(k, d, size)
+            offset += i * stride
+    rest = len(key)
+    return (
+        tuple(new_shape) + tuple(shape[rest:]),
+        tuple(new_strides) + tuple(strides[rest:]),
+        offset,
+    )
+
+
 # ---------------------------------------------------------------- 1.9 tensor_map
 
 
