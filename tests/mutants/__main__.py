@@ -64,10 +64,11 @@ class _Collect:
     def __init__(self):
         self.failed: dict[str, str] = {}
         self.passed: set[str] = set()
+        self.broken: list[str] = []  # collection errors: the tests never ran
 
     def pytest_collectreport(self, report):
         if report.failed:
-            self.failed[report.nodeid or "<collection>"] = "collection failed"
+            self.broken.append(f"{report.nodeid or 'collection'}: {report.longreprtext[-300:]}")
 
     def pytest_runtest_logreport(self, report):
         if report.failed or (report.skipped and report.when == "setup"):
@@ -118,6 +119,8 @@ def grade_mutant(m: Mutant, nodeids: list[str]) -> dict:
         ex.stub = stub
         exercises._cache.clear()
     row["seconds"] = round(time.perf_counter() - t0, 2)
+    if collect.broken:
+        return {**row, "status": "error", "detail": "; ".join(collect.broken)}
     if collect.failed:
         node, why = next(iter(collect.failed.items()))
         detail = f"{node.split('::')[-1]}: {why}"
