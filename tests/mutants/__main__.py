@@ -113,6 +113,9 @@ def grade_mutant(m: Mutant, nodeids: list[str]) -> dict:
     t0 = time.perf_counter()
     try:
         collect = _run(nodeids)
+    except _Timeout as e:  # outside a test; inside one it fails that test
+        collect = _Collect()
+        collect.failed["timeout"] = str(e)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
