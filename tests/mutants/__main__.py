@@ -160,7 +160,7 @@ def check_chapter(chapter: int, only: str | None = None) -> dict:
     rows = [
         grade_mutant(m, tests.get(m.exercise, [])) for m in mutants if only in (None, m.exercise)
     ]
-    counts = {e: sum(m.exercise == e for m in mutants) for e in ids}
+    counts = {e: sum(m.exercise == e for m in mutants) for e in ids if only in (None, e)}
     return {"chapter": chapter, "exercises": counts, "rows": rows}
 
 
