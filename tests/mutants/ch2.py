@@ -159,6 +159,15 @@ def reduce_vjp_first_max(op, grad, out, a, axis, keepdims):
     return ref.reduce_vjp(op, grad, out, a, axis, keepdims)
 
 
+@mutant("2.4", "mean over several axes divides by the first axis's length only")
+def reduce_vjp_mean_first_axis(op, grad, out, a, axis, keepdims):
+    if op == "mean":
+        return ref.reduce_vjp("sum", grad, out, a, axis, keepdims) / (
+            a.shape[axis[0]] if axis else 1
+        )
+    return ref.reduce_vjp(op, grad, out, a, axis, keepdims)
+
+
 # ---------------------------------------------------------------- 2.5 matmul_vjp
 
 
@@ -415,6 +424,12 @@ def sgd_step_ignores_velocity(param, grad, velocity, lr, momentum, weight_decay)
     if weight_decay:
         grad = grad + weight_decay * param
     return param - lr * grad, velocity
+
+
+@mutant("2.12", "weight decay added to the step after momentum, not to the gradient")
+def sgd_step_decay_late(param, grad, velocity, lr, momentum, weight_decay):
+    new, velocity = ref.sgd_step(param, grad, velocity, lr, momentum, 0.0)
+    return new - lr * weight_decay * param, velocity
 
 
 # ---------------------------------------------------------------- 2.13 adam_step
