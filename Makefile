@@ -10,11 +10,12 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade check-solutions check-starter load-test hashes gradescope student-release test pytest lint format book release release-check lab clean help
+.PHONY: grade check-solutions check-starter load-test hashes gradescope student-release mutants test pytest lint format book release release-check lab clean help
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
 	@echo "make check-solutions  grade the reference solutions: must be full marks (CH=N)"
+	@echo "make mutants CH=N     grade the known-wrong implementations of chapter N: all must lose points"
 	@echo "make test             everything CI runs"
 	@echo "make load-test        every chapter's benchmarks on the reference beside two busy processes"
 	@echo "make book             build the Jupyter Book into book/_build/html"
@@ -59,6 +60,10 @@ student-release: $(STAMP)
 # build/gradescope.zip: upload as the assignment's autograder (see CONTRIBUTING.md, class use).
 gradescope: $(STAMP)
 	@$(PY) -m autograder.gradescope --out build/gradescope.zip
+
+mutants: $(STAMP)
+	@test -n "$(CH)" || { echo "usage: make mutants CH=N"; exit 2; }
+	@$(PY) -m tests.mutants $(CH)
 
 pytest: $(STAMP)
 	@$(PY) -m pytest tests

@@ -12,6 +12,20 @@ shapes = hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=4)
 
 
 @st.composite
+def broadcast_to(draw, big, min_side=1):
+    """A shape that broadcasts to ``big``: a suffix of it, some dims replaced by 1."""
+    k = draw(st.integers(0, len(big)))
+    return tuple(1 if draw(st.booleans()) else n for n in big[len(big) - k :])
+
+
+@st.composite
+def broadcast_shapes(draw, n=1, max_dims=3, max_side=3):
+    """(output shape, n input shapes that broadcast to it), each input drawn on its own."""
+    big = draw(hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=1, max_side=max_side))
+    return big, [draw(broadcast_to(big)) for _ in range(n)]
+
+
+@st.composite
 def index_in(draw, shape):
     return tuple(draw(st.integers(0, n - 1)) for n in shape)
 

@@ -9,7 +9,7 @@ from autograder.harness import check, graded
 from minitorch.core.errors import OpError
 from minitorch.tensor import indexing as ix
 
-from .strategies import index_in, shapes, strided_views
+from .strategies import broadcast_shapes, index_in, shapes, strided_views
 
 
 @graded("1.1", points=1)
@@ -58,10 +58,13 @@ def test_strides_from_shape(shape):
     got = tuple(ix.strides_from_shape(shape))
     want = tuple(s // 8 for s in np.empty(shape).strides)
     check(got == want, "1.3", f"got {got}, expected {want}", shape=shape)
+    for shape, want in [((2, 3, 4), (12, 4, 1)), ((3, 1, 2), (2, 2, 1)), ((), ())]:
+        got = tuple(ix.strides_from_shape(shape))
+        check(got == want, "1.3", f"got {got}, expected {want}", shape=shape)
 
 
 @graded("1.4", points=2)
-@given(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4))
+@given(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, min_side=0, max_side=4))
 def test_broadcast_shape_matches_numpy(bs):
     a, b = bs.input_shapes
     got = tuple(ix.broadcast_shape(a, b))
@@ -70,7 +73,10 @@ def test_broadcast_shape_matches_numpy(bs):
 
 @graded("1.4", points=1)
 def test_broadcast_shape_error_names_shapes():
-    for a, b in [((2, 3), (4,)), ((2, 1, 3), (2, 2))]:
+    for a, b, want in [((2, 1), (0,), (2, 0)), ((1,), (3, 0, 1), (3, 0, 1)), ((), (2,), (2,))]:
+        got = tuple(ix.broadcast_shape(a, b))
+        check(got == want, "1.4", f"got {got}, expected {want}", a=a, b=b)
+    for a, b in [((2, 3), (4,)), ((2, 1, 3), (2, 2)), ((0,), (2,))]:
         try:
             ix.broadcast_shape(a, b)
         except OpError as e:
@@ -86,10 +92,12 @@ def test_broadcast_shape_error_names_shapes():
 
 
 @graded("1.5", points=2)
-@given(hnp.mutually_broadcastable_shapes(num_shapes=1, max_dims=4, max_side=4), st.data())
+@given(broadcast_shapes(n=1, max_dims=4, max_side=4), st.data())
 def test_broadcast_index_reads_numpy_element(bs, data):
-    (shape,) = bs.input_shapes
-    big = bs.result_shape
+    big, (shape,) = bs
+    for case, want in [(((1, 2, 3), (2, 3, 4), (3, 1)), (2, 0)), (((1, 2), (2, 3), ()), ())]:
+        got = tuple(ix.broadcast_index(*case))
+        check(got == want, "1.5", f"got {got}, expected {want}", args=case)
     a = np.arange(int(np.prod(shape))).reshape(shape)
     idx = data.draw(index_in(big))
     small = tuple(ix.broadcast_index(idx, big, shape))

@@ -11,6 +11,10 @@ from minitorch.tensor import views
 from .strategies import data_of, strided_views
 
 
+def views_strides(shape):
+    return tuple(s // 8 for s in np.empty(shape).strides)
+
+
 def shows(shape, strides, offset, expected, td) -> bool:
     from minitorch.tensor.data import TensorData
 
@@ -73,6 +77,9 @@ def test_reshape_view_refuses_transposed():
     check(got is None, "1.7", f"a transposed tensor cannot be flattened as a view; got {got}")
     got = views.reshape_view((3, 1), (1, 7), (3,))
     check(got == (1,), "1.7", f"size-1 dims may have any stride; expected (1,), got {got}")
+    for shape, new_shape, want in [((2, 3), (3, 2), (2, 1)), ((2, 2, 3), (3, 2, 2), (4, 2, 1))]:
+        got = views.reshape_view(shape, views_strides(shape), new_shape)
+        check(got == want, "1.7", f"expected {want}, got {got}", shape=shape, new_shape=new_shape)
 
 
 @st.composite
@@ -106,6 +113,12 @@ def test_slice_view_matches_numpy(data):
 
 @graded("1.8", points=1)
 def test_slice_view_index_error():
+    base = np.arange(30.0)
+    a = base.reshape(5, 6)
+    td = data_of(a, base)
+    for key in [(slice(0, 5, 2),), (slice(4, None, -2), 1), (-1, slice(1, 6, 4)), (slice(3, 1),)]:
+        shape, strides, offset = views.slice_view(td.shape, td.strides, td.offset, key)
+        check(shows(shape, strides, offset, a[key], td), "1.8", "wrong slice", key=key)
     try:
         views.slice_view((4, 5), (5, 1), 0, (1, 7))
     except OpError as e:

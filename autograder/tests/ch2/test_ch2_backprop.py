@@ -75,7 +75,13 @@ def test_toposort_deep_chain_without_recursion():
     y = x
     for _ in range(3000):  # deeper than Python's recursion limit
         y = y + x
-    order = toposort(y)
+    try:
+        order = toposort(y)
+    except RecursionError:
+        order = None  # reported outside the handler: a 1000-frame traceback is slow to show
+    check(
+        order is not None, "2.7", "RecursionError on a chain of 3000 adds: use a loop and a stack"
+    )
     check(
         len(order) == 3001, "2.7", f"a chain of 3000 adds gives {len(order)} tensors, expected 3001"
     )

@@ -36,13 +36,15 @@ def arrays(draw, min_dims=1, max_dims=3, shape=None, dtype=np.float64, positive=
 
 @st.composite
 def layouts(draw, array):
-    """``array`` on the cuda device as a strided view: as is, transposed or sliced."""
+    """``array`` on the cuda device as a strided view: as is, transposed, or sliced with an offset."""
     kind = draw(st.sampled_from(["contiguous", "transposed", "sliced"]))
     if kind == "transposed" and array.ndim >= 2:
         t = minitorch.tensor(np.ascontiguousarray(array.T)).to("cuda").T
     elif kind == "sliced":
-        wide = np.repeat(array[..., None], 2, axis=-1).reshape(array.shape[:-1] + (-1,))
-        t = minitorch.tensor(wide).to("cuda")[..., ::2]
+        # every other element from the second on: an offset and a stride, other values between
+        wide = np.full(array.shape[:-1] + (2 * array.shape[-1] + 1,), 77, dtype=array.dtype)
+        wide[..., 1::2] = array
+        t = minitorch.tensor(wide).to("cuda")[..., 1::2]
     else:
         t = minitorch.tensor(array).to("cuda")
     assert t.shape == array.shape

@@ -1,0 +1,607 @@
+"""Known-wrong implementations of Chapter 3 (Numba kernels). Numba compiles them as written.
+
+Each kernel here is the plain version of the exercise (one element at a time)
+with one mistake; the storage a kernel gets starts at the tensor's offset.
+Numba does not check bounds: where a mistake would read outside the storage,
+the index is clamped (``min(..., a.size - 1)``) so that it gives wrong values
+instead of a crash.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from minitorch.fast.indexing import broadcast_index, index_to_position, to_index
+
+from . import mutant
+
+# ---------------------------------------------------------------- 3.1 tensor_map
+
+
+@mutant("3.1", "fast path whenever the shapes match: a's strides never checked")
+def tensor_map(fn, out, out_shape, out_strides, a, a_shape, a_strides):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    same = len(a_shape) == nd
+    for d in range(nd):
+        if not same or a_shape[d] != out_shape[d]:
+            same = False
+    if same:
+        for k in prange(size):
+            out[k] = fn(a[k])
+        return
+    for k in prange(size):
+        oi = np.empty(nd, np.int64)
+        ai = np.empty(len(a_shape), np.int64)
+        to_index(k, out_shape, oi)
+        broadcast_index(oi, out_shape, a_shape, ai)
+        out[index_to_position(oi, out_strides)] = fn(a[index_to_position(ai, a_strides)])
+
+
+@mutant("3.1", "reads a at the output's position (out's strides used for a)")
+def tensor_map_out_strides(fn, out, out_shape, out_strides, a, a_shape, a_strides):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    for k in prange(size):
+        oi = np.empty(nd, np.int64)
+        to_index(k, out_shape, oi)
+        p = index_to_position(oi, out_strides)
+        out[p] = fn(a[p])
+
+
+@mutant("3.1", "contiguity judged by the last dimension's stride alone")
+def tensor_map_last_stride(fn, out, out_shape, out_strides, a, a_shape, a_strides):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    na = len(a_shape)
+    last = np.int64(a.size - 1)
+    if nd > 0 and na == nd and out_strides[nd - 1] == 1 and a_strides[na - 1] == 1:
+        for k in prange(size):
+            out[k] = fn(a[min(np.int64(k), last)])
+        return
+    for k in prange(size):
+        oi = np.empty(nd, np.int64)
+        ai = np.empty(na, np.int64)
+        to_index(k, out_shape, oi)
+        broadcast_index(oi, out_shape, a_shape, ai)
+        out[index_to_position(oi, out_strides)] = fn(a[index_to_position(ai, a_strides)])
+
+
+@mutant("3.1", "off by one: the last element is never written")
+def tensor_map_short(fn, out, out_shape, out_strides, a, a_shape, a_strides):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    for k in prange(size - 1):
+        oi = np.empty(nd, np.int64)
+        ai = np.empty(len(a_shape), np.int64)
+        to_index(k, out_shape, oi)
+        broadcast_index(oi, out_shape, a_shape, ai)
+        out[index_to_position(oi, out_strides)] = fn(a[index_to_position(ai, a_strides)])
+
+
+# ---------------------------------------------------------------- 3.2 tensor_zip
+
+
+@mutant("3.2", "arguments swapped: fn(b, a)")
+def tensor_zip(fn, out, out_shape, out_strides, a, a_shape, a_strides, b, b_shape, b_strides):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    for k in prange(size):
+        oi = np.empty(nd, np.int64)
+        ai = np.empty(len(a_shape), np.int64)
+        bi = np.empty(len(b_shape), np.int64)
+        to_index(k, out_shape, oi)
+        broadcast_index(oi, out_shape, a_shape, ai)
+        broadcast_index(oi, out_shape, b_shape, bi)
+        x = a[index_to_position(ai, a_strides)]
+        y = b[index_to_position(bi, b_strides)]
+        out[index_to_position(oi, out_strides)] = fn(y, x)
+
+
+@mutant("3.2", "b indexed with a's strides (assumes one layout for both)")
+def tensor_zip_a_strides(
+    fn, out, out_shape, out_strides, a, a_shape, a_strides, b, b_shape, b_strides
+):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    for k in prange(size):
+        oi = np.empty(nd, np.int64)
+        ai = np.empty(len(a_shape), np.int64)
+        bi = np.empty(len(b_shape), np.int64)
+        to_index(k, out_shape, oi)
+        broadcast_index(oi, out_shape, a_shape, ai)
+        broadcast_index(oi, out_shape, b_shape, bi)
+        s = b_strides if len(a_shape) != len(b_shape) else a_strides
+        x = a[index_to_position(ai, a_strides)]
+        y = b[index_to_position(bi, s)]
+        out[index_to_position(oi, out_strides)] = fn(x, y)
+
+
+@mutant("3.2", "fast path when the shapes match, strides never checked")
+def tensor_zip_shape_fast_path(
+    fn, out, out_shape, out_strides, a, a_shape, a_strides, b, b_shape, b_strides
+):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    same = len(a_shape) == nd and len(b_shape) == nd
+    for d in range(nd):
+        if not same or a_shape[d] != out_shape[d] or b_shape[d] != out_shape[d]:
+            same = False
+    if same:
+        for k in prange(size):
+            out[k] = fn(a[k], b[k])
+        return
+    for k in prange(size):
+        oi = np.empty(nd, np.int64)
+        ai = np.empty(len(a_shape), np.int64)
+        bi = np.empty(len(b_shape), np.int64)
+        to_index(k, out_shape, oi)
+        broadcast_index(oi, out_shape, a_shape, ai)
+        broadcast_index(oi, out_shape, b_shape, bi)
+        x = a[index_to_position(ai, a_strides)]
+        y = b[index_to_position(bi, b_strides)]
+        out[index_to_position(oi, out_strides)] = fn(x, y)
+
+
+@mutant("3.2", "row loop, copy-paste slip: b steps along the row by a's step")
+def tensor_zip_row_step(
+    fn, out, out_shape, out_strides, a, a_shape, a_strides, b, b_shape, b_strides
+):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    inner = out_shape[nd - 1] if nd else 1
+    rows = size // inner if inner else 0
+    o_step = out_strides[nd - 1] if nd else 0
+    na, nb = len(a_shape), len(b_shape)
+    a_step = a_strides[na - 1] if na and a_shape[na - 1] != 1 else 0
+    b_step = a_step
+    for r in prange(rows):
+        oi = np.empty(nd, np.int64)
+        ai = np.empty(na, np.int64)
+        bi = np.empty(nb, np.int64)
+        to_index(r * inner, out_shape, oi)
+        broadcast_index(oi, out_shape, a_shape, ai)
+        broadcast_index(oi, out_shape, b_shape, bi)
+        o = index_to_position(oi, out_strides)
+        p = index_to_position(ai, a_strides)
+        q = index_to_position(bi, b_strides)
+        for j in range(inner):
+            jb = min(j * b_step, b.size - 1 - q)  # stays inside b's storage
+            out[o + j * o_step] = fn(a[p + j * a_step], b[q + jb])
+
+
+# ---------------------------------------------------------------- 3.3 tensor_reduce
+
+
+@mutant("3.3", "steps along the axis by 1, not by the axis stride")
+def tensor_reduce(fn, start, out, out_shape, out_strides, a, a_shape, a_strides, axis):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    n = a_shape[axis]
+    for k in prange(size):
+        index = np.empty(nd, np.int64)
+        to_index(k, out_shape, index)
+        p = index_to_position(index, a_strides)
+        acc = start
+        for j in range(n):
+            acc = fn(acc, a[min(p + j, a.size - 1)])
+        out[index_to_position(index, out_strides)] = acc
+
+
+@mutant("3.3", "the first element folded twice (acc starts at it, the loop from 0)")
+def tensor_reduce_twice(fn, start, out, out_shape, out_strides, a, a_shape, a_strides, axis):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    n = a_shape[axis]
+    step = a_strides[axis]
+    for k in prange(size):
+        index = np.empty(nd, np.int64)
+        to_index(k, out_shape, index)
+        p = index_to_position(index, a_strides)
+        acc = a[p] if n else start
+        for j in range(n):
+            acc = fn(acc, a[p + j * step])
+        out[index_to_position(index, out_strides)] = acc
+
+
+@mutant("3.3", "the input position computed with the output's strides")
+def tensor_reduce_out_strides(fn, start, out, out_shape, out_strides, a, a_shape, a_strides, axis):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    n = a_shape[axis]
+    step = a_strides[axis]
+    for k in prange(size):
+        index = np.empty(nd, np.int64)
+        to_index(k, out_shape, index)
+        o = index_to_position(index, out_strides)
+        acc = start
+        for j in range(n):
+            acc = fn(acc, a[min(o + j * step, a.size - 1)])
+        out[o] = acc
+
+
+@mutant("3.3", "off by one: the last element along the axis skipped")
+def tensor_reduce_short(fn, start, out, out_shape, out_strides, a, a_shape, a_strides, axis):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    n = a_shape[axis]
+    step = a_strides[axis]
+    for k in prange(size):
+        index = np.empty(nd, np.int64)
+        to_index(k, out_shape, index)
+        p = index_to_position(index, a_strides)
+        acc = start
+        for j in range(n - 1):
+            acc = fn(acc, a[p + j * step])
+        out[index_to_position(index, out_strides)] = acc
+
+
+# ---------------------------------------------------------------- 3.4 matmul
+
+
+@mutant("3.4", "a's batch index always 0: a batched a is not used")
+def matmul(out, a, b):
+    batch, n, m = out.shape
+    depth = a.shape[2]
+    for t in prange(batch * n):
+        bi, i = t // n, t % n
+        bj = bi if b.shape[0] > 1 else 0
+        for j in range(m):
+            s = 0.0
+            for k in range(depth):
+                s += a[0, i, k] * b[bj, k, j]
+            out[bi, i, j] = s
+
+
+@mutant("3.4", "b's batch index always 0: a batched b is not used")
+def matmul_b_batch(out, a, b):
+    batch, n, m = out.shape
+    depth = a.shape[2]
+    for t in prange(batch * n):
+        bi, i = t // n, t % n
+        ai = bi if a.shape[0] > 1 else 0
+        for j in range(m):
+            s = 0.0
+            for k in range(depth):
+                s += a[ai, i, k] * b[0, k, j]
+            out[bi, i, j] = s
+
+
+@mutant("3.4", "off by one: the last k of each dot product skipped")
+def matmul_short(out, a, b):
+    batch, n, m = out.shape
+    depth = a.shape[2]
+    for t in prange(batch * n):
+        bi, i = t // n, t % n
+        ai = bi if a.shape[0] > 1 else 0
+        bj = bi if b.shape[0] > 1 else 0
+        for j in range(m):
+            s = 0.0
+            for k in range(depth - 1):
+                s += a[ai, i, k] * b[bj, k, j]
+            out[bi, i, j] = s
+
+
+@mutant("3.4", "blocked by 4 rows: the rows after the last full block are left as they were")
+def matmul_blocks(out, a, b):
+    batch, n, m = out.shape
+    depth = a.shape[2]
+    out[:] = 0.0
+    full = n // 4 * 4
+    for t in prange(batch * full):
+        bi, i = t // full, t % full
+        ai = bi if a.shape[0] > 1 else 0
+        bj = bi if b.shape[0] > 1 else 0
+        for j in range(m):
+            s = 0.0
+            for k in range(depth):
+                s += a[ai, i, k] * b[bj, k, j]
+            out[bi, i, j] = s
+
+
+# ---------------------------------------------------------------- 3.5 conv2d
+
+
+@mutant("3.5", "padding ignored when placing the window")
+def conv2d(out, x, w, stride, padding):
+    n_batch, n_out, oh_n, ow_n = out.shape
+    n_in, h_n, w_n = x.shape[1], x.shape[2], x.shape[3]
+    kh_n, kw_n = w.shape[2], w.shape[3]
+    for t in prange(n_batch * n_out):
+        n, o = t // n_out, t % n_out
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                s = 0.0
+                for c in range(n_in):
+                    for kh in range(kh_n):
+                        for kw in range(kw_n):
+                            ih, iw = oh * stride + kh, ow * stride + kw
+                            if ih < h_n and iw < w_n:
+                                s += w[o, c, kh, kw] * x[n, c, ih, iw]
+                out[n, o, oh, ow] = s
+
+
+@mutant("3.5", "stride ignored when placing the window")
+def conv2d_no_stride(out, x, w, stride, padding):
+    n_batch, n_out, oh_n, ow_n = out.shape
+    n_in, h_n, w_n = x.shape[1], x.shape[2], x.shape[3]
+    kh_n, kw_n = w.shape[2], w.shape[3]
+    for t in prange(n_batch * n_out):
+        n, o = t // n_out, t % n_out
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                s = 0.0
+                for c in range(n_in):
+                    for kh in range(kh_n):
+                        for kw in range(kw_n):
+                            ih, iw = oh - padding + kh, ow - padding + kw
+                            if 0 <= ih < h_n and 0 <= iw < w_n:
+                                s += w[o, c, kh, kw] * x[n, c, ih, iw]
+                out[n, o, oh, ow] = s
+
+
+@mutant("3.5", "the kernel flipped (a true convolution, not cross-correlation)")
+def conv2d_flipped(out, x, w, stride, padding):
+    n_batch, n_out, oh_n, ow_n = out.shape
+    n_in, h_n, w_n = x.shape[1], x.shape[2], x.shape[3]
+    kh_n, kw_n = w.shape[2], w.shape[3]
+    for t in prange(n_batch * n_out):
+        n, o = t // n_out, t % n_out
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                s = 0.0
+                for c in range(n_in):
+                    for kh in range(kh_n):
+                        for kw in range(kw_n):
+                            ih, iw = oh * stride - padding + kh, ow * stride - padding + kw
+                            if 0 <= ih < h_n and 0 <= iw < w_n:
+                                s += w[o, c, kh_n - 1 - kh, kw_n - 1 - kw] * x[n, c, ih, iw]
+                out[n, o, oh, ow] = s
+
+
+@mutant("3.5", "only the first input channel summed")
+def conv2d_one_channel(out, x, w, stride, padding):
+    n_batch, n_out, oh_n, ow_n = out.shape
+    h_n, w_n = x.shape[2], x.shape[3]
+    kh_n, kw_n = w.shape[2], w.shape[3]
+    for t in prange(n_batch * n_out):
+        n, o = t // n_out, t % n_out
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                s = 0.0
+                for kh in range(kh_n):
+                    for kw in range(kw_n):
+                        ih, iw = oh * stride - padding + kh, ow * stride - padding + kw
+                        if 0 <= ih < h_n and 0 <= iw < w_n:
+                            s += w[o, 0, kh, kw] * x[n, 0, ih, iw]
+                out[n, o, oh, ow] = s
+
+
+# ---------------------------------------------------------------- 3.6 max_pool2d
+
+
+@mutant("3.6", "the running maximum starts at 0: all-negative windows give 0")
+def max_pool2d(out, x, kh, kw, sh, sw):
+    n_batch, n_chan, oh_n, ow_n = out.shape
+    for t in prange(n_batch * n_chan):
+        n, c = t // n_chan, t % n_chan
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                best = 0.0
+                for i in range(kh):
+                    for j in range(kw):
+                        best = max(best, x[n, c, oh * sh + i, ow * sw + j])
+                out[n, c, oh, ow] = best
+
+
+@mutant("3.6", "square windows assumed: kh used for both sides")
+def max_pool2d_square(out, x, kh, kw, sh, sw):
+    n_batch, n_chan, oh_n, ow_n = out.shape
+    for t in prange(n_batch * n_chan):
+        n, c = t // n_chan, t % n_chan
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                best = -np.inf
+                for i in range(kh):
+                    for j in range(min(kh, x.shape[3] - ow * sw)):
+                        best = max(best, x[n, c, oh * sh + i, ow * sw + j])
+                out[n, c, oh, ow] = best
+
+
+@mutant("3.6", "the window moves by its size, not by the stride")
+def max_pool2d_stride(out, x, kh, kw, sh, sw):
+    n_batch, n_chan, oh_n, ow_n = out.shape
+    for t in prange(n_batch * n_chan):
+        n, c = t // n_chan, t % n_chan
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                best = -np.inf
+                for i in range(kh):
+                    for j in range(kw):
+                        ih = min(oh * kh + i, x.shape[2] - 1)
+                        iw = min(ow * kw + j, x.shape[3] - 1)
+                        best = max(best, x[n, c, ih, iw])
+                out[n, c, oh, ow] = best
+
+
+@mutant("3.6", "NaN ignored: v > best is never true for NaN")
+def max_pool2d_nan(out, x, kh, kw, sh, sw):
+    n_batch, n_chan, oh_n, ow_n = out.shape
+    for t in prange(n_batch * n_chan):
+        n, c = t // n_chan, t % n_chan
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                best = x[n, c, oh * sh, ow * sw]
+                for i in range(kh):
+                    for j in range(kw):
+                        v = x[n, c, oh * sh + i, ow * sw + j]
+                        if v > best:
+                            best = v
+                out[n, c, oh, ow] = best
+
+
+# ---------------------------------------------------------------- 3.7 avg_pool2d
+
+
+@mutant("3.7", "divides by kh * kh (square windows assumed)")
+def avg_pool2d(out, x, kh, kw, sh, sw):
+    n_batch, n_chan, oh_n, ow_n = out.shape
+    for t in prange(n_batch * n_chan):
+        n, c = t // n_chan, t % n_chan
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                total = 0.0
+                for i in range(kh):
+                    for j in range(kw):
+                        total += x[n, c, oh * sh + i, ow * sw + j]
+                out[n, c, oh, ow] = total / (kh * kh)
+
+
+@mutant("3.7", "the window moves by its size, not by the stride")
+def avg_pool2d_stride(out, x, kh, kw, sh, sw):
+    n_batch, n_chan, oh_n, ow_n = out.shape
+    for t in prange(n_batch * n_chan):
+        n, c = t // n_chan, t % n_chan
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                total = 0.0
+                for i in range(kh):
+                    for j in range(kw):
+                        ih = min(oh * kh + i, x.shape[2] - 1)
+                        iw = min(ow * kw + j, x.shape[3] - 1)
+                        total += x[n, c, ih, iw]
+                out[n, c, oh, ow] = total / (kh * kw)
+
+
+@mutant("3.7", "the sum, not the mean")
+def avg_pool2d_sum(out, x, kh, kw, sh, sw):
+    n_batch, n_chan, oh_n, ow_n = out.shape
+    for t in prange(n_batch * n_chan):
+        n, c = t // n_chan, t % n_chan
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                total = 0.0
+                for i in range(kh):
+                    for j in range(kw):
+                        total += x[n, c, oh * sh + i, ow * sw + j]
+                out[n, c, oh, ow] = total
+
+
+# ---------------------------------------------------------------- 3.8 softmax
+
+
+@mutant("3.8", "no max shift: exp overflows for large logits")
+def softmax(out, x):
+    rows, n = x.shape
+    for r in prange(rows):
+        total = 0.0
+        for j in range(n):
+            out[r, j] = np.exp(x[r, j])
+            total += out[r, j]
+        for j in range(n):
+            out[r, j] = out[r, j] / total
+
+
+@mutant("3.8", "shifts by the row's first value, not its maximum")
+def softmax_first(out, x):
+    rows, n = x.shape
+    for r in prange(rows):
+        m = x[r, 0]
+        total = 0.0
+        for j in range(n):
+            out[r, j] = np.exp(x[r, j] - m)
+            total += out[r, j]
+        for j in range(n):
+            out[r, j] = out[r, j] / total
+
+
+@mutant("3.8", "the exponentials never divided by their sum")
+def softmax_unnormalised(out, x):
+    rows, n = x.shape
+    for r in prange(rows):
+        m = -np.inf
+        for j in range(n):
+            m = max(m, x[r, j])
+        for j in range(n):
+            out[r, j] = np.exp(x[r, j] - m)
+
+
+# ---------------------------------------------------------------- 3.9 logsumexp
+
+
+@mutant("3.9", "no max shift: exp overflows for large inputs")
+def logsumexp(out, x):
+    rows, n = x.shape
+    for r in prange(rows):
+        total = 0.0
+        for j in range(n):
+            total += np.exp(x[r, j])
+        out[r] = np.log(total)
+
+
+@mutant("3.9", "the shift not added back: log(sum(exp(x - m)))")
+def logsumexp_no_add_back(out, x):
+    rows, n = x.shape
+    for r in prange(rows):
+        m = -np.inf
+        for j in range(n):
+            m = max(m, x[r, j])
+        total = 0.0
+        for j in range(n):
+            total += np.exp(x[r, j] - m)
+        out[r] = np.log(total)
+
+
+@mutant("3.9", "no guard for infinite maxima: -inf - -inf gives NaN")
+def logsumexp_unguarded(out, x):
+    rows, n = x.shape
+    for r in prange(rows):
+        m = -np.inf
+        for j in range(n):
+            m = max(m, x[r, j])
+        total = 0.0
+        for j in range(n):
+            total += np.exp(x[r, j] - m)
+        out[r] = m + np.log(total)
+
+
+@mutant("3.9", "NaN ignored when finding the max: an all-NaN row gives -inf")
+def logsumexp_nan(out, x):
+    rows, n = x.shape
+    for r in prange(rows):
+        m = -np.inf
+        for j in range(n):
+            if x[r, j] > m:
+                m = x[r, j]
+        if m == -np.inf or m == np.inf:
+            out[r] = m
+            continue
+        total = 0.0
+        for j in range(n):
+            total += np.exp(x[r, j] - m)
+        out[r] = m + np.log(total)

@@ -1,0 +1,360 @@
+"""Known-wrong implementations of Chapter 4 (CUDA kernels, graded on the simulator without a GPU)."""
+
+from __future__ import annotations
+
+import numba
+from numba import cuda
+
+from minitorch.cuda.device import MAX_DIMS, broadcast_index, index_to_position, to_index
+
+from . import mutant
+
+# ---------------------------------------------------------------- 4.1 map_kernel
+
+
+@mutant("4.1", "a's offset ignored")
+def map_kernel(fn):
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        i = cuda.grid(1)
+        while i < out_size:
+            to_index(i, out_shape, oi)
+            broadcast_index(oi, out_shape, a_shape, ai)
+            out[i] = fn(a[index_to_position(ai, a_strides, 0)])
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+@mutant("4.1", "no grid-stride loop: elements past the launched threads are never written")
+def map_kernel_no_grid_stride(fn):
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        i = cuda.grid(1)
+        if i < out_size:
+            to_index(i, out_shape, oi)
+            broadcast_index(oi, out_shape, a_shape, ai)
+            out[i] = fn(a[index_to_position(ai, a_strides, a_offset)])
+
+    return kernel
+
+
+@mutant("4.1", "reads the input element twice from global memory")
+def map_kernel_reads_twice(fn):
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        i = cuda.grid(1)
+        while i < out_size:
+            to_index(i, out_shape, oi)
+            broadcast_index(oi, out_shape, a_shape, ai)
+            p = index_to_position(ai, a_strides, a_offset)
+            if a[p] == a[p]:  # a NaN check that costs a second read
+                out[i] = fn(a[p])
+            else:
+                out[i] = a[p]
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+@mutant("4.1", "the output written at the input's position")
+def map_kernel_out_position(fn):
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        i = cuda.grid(1)
+        while i < out_size:
+            to_index(i, out_shape, oi)
+            broadcast_index(oi, out_shape, a_shape, ai)
+            p = index_to_position(ai, a_strides, a_offset)
+            out[min(p - a_offset, out_size - 1)] = fn(a[p])
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+# ---------------------------------------------------------------- 4.2 zip_kernel
+
+
+def _zip(fn, swap=False, b_offset_used=True, b_own_strides=True, grid_stride=True):
+    def kernel(
+        out, out_shape, out_size, a, a_shape, a_strides, a_offset, b, b_shape, b_strides, b_offset
+    ):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        bi = cuda.local.array(MAX_DIMS, numba.int64)
+        i = cuda.grid(1)
+        while i < out_size:
+            to_index(i, out_shape, oi)
+            broadcast_index(oi, out_shape, a_shape, ai)
+            broadcast_index(oi, out_shape, b_shape, bi)
+            x = a[index_to_position(ai, a_strides, a_offset)]
+            strides = b_strides if b_own_strides or len(a_shape) != len(b_shape) else a_strides
+            q = index_to_position(bi, strides, b_offset if b_offset_used else 0)
+            y = b[min(q, b.size - 1)]
+            out[i] = fn(y, x) if swap else fn(x, y)
+            i += cuda.gridsize(1) if grid_stride else out_size
+
+    return kernel
+
+
+@mutant("4.2", "b's offset ignored")
+def zip_kernel(fn):
+    return _zip(fn, b_offset_used=False)
+
+
+@mutant("4.2", "arguments swapped: fn(b, a)")
+def zip_kernel_swapped(fn):
+    return _zip(fn, swap=True)
+
+
+@mutant("4.2", "b indexed with a's strides")
+def zip_kernel_a_strides(fn):
+    return _zip(fn, b_own_strides=False)
+
+
+@mutant("4.2", "no grid-stride loop")
+def zip_kernel_no_grid_stride(fn):
+    return _zip(fn, grid_stride=False)
+
+
+# ---------------------------------------------------------------- 4.3 block_sum_kernel
+
+
+@mutant("4.3", "no barrier in the tree: a thread reads a partner's slot before it is written")
+def block_sum_kernel(threads):
+    def kernel(out, a, size):
+        cache = cuda.shared.array(threads, numba.float64)
+        t = cuda.threadIdx.x
+        acc = 0.0
+        i = cuda.grid(1)
+        while i < size:
+            acc += a[i]
+            i += cuda.gridsize(1)
+        cache[t] = acc
+        step = threads // 2
+        while step > 0:
+            if t < step:
+                cache[t] += cache[t + step]
+            step //= 2
+        if t == 0:
+            out[cuda.blockIdx.x] = cache[0]
+
+    return kernel
+
+
+@mutant("4.3", "no grid-stride loop: each thread loads one element")
+def block_sum_kernel_one_load(threads):
+    def kernel(out, a, size):
+        cache = cuda.shared.array(threads, numba.float64)
+        t = cuda.threadIdx.x
+        i = cuda.grid(1)
+        cache[t] = a[i] if i < size else 0.0
+        step = threads // 2
+        while step > 0:
+            cuda.syncthreads()
+            if t < step:
+                cache[t] += cache[t + step]
+            step //= 2
+        cuda.syncthreads()
+        if t == 0:
+            out[cuda.blockIdx.x] = cache[0]
+
+    return kernel
+
+
+@mutant("4.3", "off by one: the tree stops at step 2, the last pair never added")
+def block_sum_kernel_short_tree(threads):
+    def kernel(out, a, size):
+        cache = cuda.shared.array(threads, numba.float64)
+        t = cuda.threadIdx.x
+        acc = 0.0
+        i = cuda.grid(1)
+        while i < size:
+            acc += a[i]
+            i += cuda.gridsize(1)
+        cache[t] = acc
+        step = threads // 2
+        while step > 1:
+            cuda.syncthreads()
+            if t < step:
+                cache[t] += cache[t + step]
+            step //= 2
+        cuda.syncthreads()
+        if t == 0:
+            out[cuda.blockIdx.x] = cache[0]
+
+    return kernel
+
+
+@mutant("4.3", "thread 0 sums its block's elements from global memory, no shared memory")
+def block_sum_kernel_serial(threads):
+    def kernel(out, a, size):
+        if cuda.threadIdx.x == 0:
+            acc = 0.0
+            start = cuda.blockIdx.x * threads
+            while start < size:
+                for j in range(start, min(start + threads, size)):
+                    acc += a[j]
+                start += cuda.gridsize(1)
+            out[cuda.blockIdx.x] = acc
+
+    return kernel
+
+
+# ---------------------------------------------------------------- 4.4 reduce_kernel
+
+
+def _add(x, y):
+    return x + y
+
+
+def _reduce(
+    fn, start, threads, offset=True, use_start=True, unit_step=False, one_thread=False, tree=None
+):
+    combine = fn if tree is None else tree
+
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset, axis):
+        cache = cuda.shared.array(threads, numba.float64)
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        t = cuda.threadIdx.x
+        n = a_shape[axis]
+        stride = 1 if unit_step else a_strides[axis]
+        o = cuda.blockIdx.x
+        while o < out_size:
+            to_index(o, out_shape, oi)
+            base = index_to_position(oi, a_strides, a_offset if offset else 0)
+            acc = start if use_start else 0.0
+            if one_thread:
+                if t == 0:
+                    for j in range(n):
+                        acc = fn(acc, a[base + j * stride])
+                    out[o] = acc
+                o += cuda.gridDim.x
+                continue
+            j = t
+            while j < n:
+                acc = fn(acc, a[min(base + j * stride, a.size - 1)])
+                j += threads
+            cache[t] = acc
+            step = threads // 2
+            while step > 0:
+                cuda.syncthreads()
+                if t < step:
+                    cache[t] = combine(cache[t], cache[t + step])
+                step //= 2
+            cuda.syncthreads()
+            if t == 0:
+                out[o] = cache[0]
+            cuda.syncthreads()
+            o += cuda.gridDim.x
+
+    return kernel
+
+
+@mutant("4.4", "a's offset ignored")
+def reduce_kernel(fn, start, threads):
+    return _reduce(fn, start, threads, offset=False)
+
+
+@mutant("4.4", "every thread starts from 0.0 instead of the start value")
+def reduce_kernel_zero_start(fn, start, threads):
+    return _reduce(fn, start, threads, use_start=False)
+
+
+@mutant("4.4", "steps along the axis by 1, not by its stride")
+def reduce_kernel_unit_step(fn, start, threads):
+    return _reduce(fn, start, threads, unit_step=True)
+
+
+@mutant("4.4", "thread 0 folds the whole axis alone, no shared memory")
+def reduce_kernel_one_thread(fn, start, threads):
+    return _reduce(fn, start, threads, one_thread=True)
+
+
+@mutant("4.4", "the shared-memory tree adds partial results whatever the op")
+def reduce_kernel_tree_adds(fn, start, threads):
+    return _reduce(fn, start, threads, tree=cuda.jit(device=True)(_add))
+
+
+# ---------------------------------------------------------------- 4.5 matmul_kernel
+
+
+def _matmul(
+    tile, k_guard=True, second_barrier=True, offsets=True, shared=True, b_swap=False, out_guard=True
+):
+    def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
+        a_tile = cuda.shared.array((tile, tile), numba.float64)
+        b_tile = cuda.shared.array((tile, tile), numba.float64)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        z = cuda.blockIdx.z
+        a_base = (a_offset if offsets else 0) + z * a_strides[0]
+        b_base = (b_offset if offsets else 0) + z * b_strides[0]
+        acc = 0.0
+        if not shared:
+            if row < n and col < m:
+                for j in range(k):
+                    x = a[a_base + row * a_strides[1] + j * a_strides[2]]
+                    acc += x * b[b_base + j * b_strides[1] + col * b_strides[2]]
+                out[(z * n + row) * m + col] = acc
+            return
+        for k0 in range(0, k, tile):
+            if row < n and (k0 + tx < k or not k_guard):
+                p = a_base + row * a_strides[1] + (k0 + tx) * a_strides[2]
+                a_tile[ty, tx] = a[min(p, a.size - 1)]
+            else:
+                a_tile[ty, tx] = 0.0
+            if (k0 + ty < k or not k_guard) and col < m:
+                q = b_base + (k0 + ty) * b_strides[1] + col * b_strides[2]
+                if b_swap:  # thread (ty, tx) loads b's element (k0 + tx, column of ty)
+                    q = b_base + (k0 + tx) * b_strides[1] + (col - tx + ty) * b_strides[2]
+                b_tile[ty, tx] = b[min(q, b.size - 1)]
+            else:
+                b_tile[ty, tx] = 0.0
+            cuda.syncthreads()
+            for j in range(tile):
+                acc += a_tile[ty, j] * b_tile[j, tx]
+            if second_barrier:
+                cuda.syncthreads()
+        if (row < n and col < m) or not out_guard:
+            p = (z * n + row) * m + col
+            if p < out.size:  # the simulator would raise past the end; a GPU writes there
+                out[p] = acc
+
+    return kernel
+
+
+@mutant("4.5", "no bounds check on k when loading a tile: reads past the row")
+def matmul_kernel(tile):
+    return _matmul(tile, k_guard=False)
+
+
+@mutant("4.5", "no barrier after the products: the next tile overwrites one still in use")
+def matmul_kernel_one_barrier(tile):
+    return _matmul(tile, second_barrier=False)
+
+
+@mutant("4.5", "the operands' offsets ignored")
+def matmul_kernel_no_offsets(tile):
+    return _matmul(tile, offsets=False)
+
+
+@mutant("4.5", "no shared tiles: every product reads global memory")
+def matmul_kernel_global(tile):
+    return _matmul(tile, shared=False)
+
+
+@mutant("4.5", "b's tile loaded with threadIdx.x and threadIdx.y swapped")
+def matmul_kernel_b_swapped(tile):
+    return _matmul(tile, b_swap=True)
+
+
+@mutant("4.5", "no bounds check on the output: threads past the edge write into the next row")
+def matmul_kernel_unguarded_write(tile):
+    return _matmul(tile, out_guard=False)
