@@ -19,6 +19,7 @@ import re
 import sys
 from dataclasses import dataclass
 
+from ..core import dtypes as dt
 from ..core import registry
 from ..core.errors import OpError
 from ..core.registry import OpDef, OpKind, Spec, get_op, register_kernel, register_op, register_vjp
@@ -55,7 +56,11 @@ _DETACH = get_op("detach")
 def _record(tracer: Tracer, op: OpDef, inputs: tuple, attrs: dict) -> Proxy:
     out = record_op(tracer, op, inputs, attrs)
     # what eager would say: the tracer records grad mode and requires_grad as eager sets them
-    grad = is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs)
+    grad = (
+        is_grad_enabled()
+        and dt.is_float(out.dtype)  # as eager: int and bool results carry no graph
+        and any(getattr(x, "requires_grad", False) for x in inputs)
+    )
     if not is_grad_enabled() and tracer.grad_mode and op.name != "detach":
         # a no_grad block inside the function: the result has no history. (A call made
         # under no_grad needs none: grad mode is part of jit's cache key.)
