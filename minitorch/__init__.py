@@ -40,7 +40,7 @@ from .autograd import *  # noqa: F403  chapter 2
 from .tracing import *  # noqa: F403  chapter 5
 from . import autograd, tracing
 from . import passes  # chapter 6
-from .passes import register_pass
+from .passes import CompileOptions, register_pass
 from . import profiler  # chapter 10
 
 __all__ = [
@@ -83,6 +83,7 @@ __all__ = [
     "optim",
     "passes",
     "register_pass",
+    "CompileOptions",
     "profiler",
     *autograd.__all__,
     *tracing.__all__,

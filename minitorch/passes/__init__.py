@@ -13,6 +13,7 @@ from .manager import (
     resolve,
     run_to_fixed_point,
 )
+from .options import CompileOptions
 from .patterns import (
     SAFE,
     UNSAFE,
@@ -35,4 +36,4 @@ from .rewrite import (
     set_input,
 )
 
-__all__ = ["CompiledPlan", "PassStat", "register_pass"]
+__all__ = ["CompileOptions", "CompiledPlan", "PassStat", "register_pass"]

@@ -234,15 +234,16 @@ class Graph:
         verify_graph(self)
         return self
 
-    def compile(self, backend: str | None = None, passes=None, debug: bool = False):
+    def compile(self, backend: str | None = None, passes=None, debug: bool = False, options=None):
         """Verify, optimise a copy with ``passes`` (chapter 6) and lower it to a runnable plan.
 
         ``passes=None`` runs the default pipeline, ``passes=[]`` none; ``debug``
-        verifies after every pass and dumps each stage (as ``MINITORCH_DUMP_GRAPH`` does).
+        verifies after every pass and dumps each stage (as ``MINITORCH_DUMP_GRAPH`` does);
+        ``options`` (a ``CompileOptions``) turns on the later stages (chapters 7-9).
         """
         from ..passes import compile_graph
 
-        return compile_graph(self, backend, passes, debug)
+        return compile_graph(self, backend, passes, debug, options)
 
     def __call__(self, *inputs):
         from .interpreter import interpret

@@ -204,6 +204,7 @@ def trace_call(
     state=True,
     passes=None,
     debug=False,
+    options=None,
 ) -> Trace:
     """Trace ``fn`` on concrete ``values``; breaks split the graph unless ``fullgraph``.
 
@@ -279,7 +280,7 @@ def trace_call(
     state_nodes = dict(tracer.state_inputs)
     t.feeds = [arg_nodes[n] if n in arg_nodes else state_nodes[n] for n in tracer.graph.inputs]
     if run:
-        t.compiled = tracer.graph.compile(passes=passes, debug=debug)  # chapter 6 passes
+        t.compiled = tracer.graph.compile(passes=passes, debug=debug, options=options)
         t.result = t.compiled.run(*t.inputs(fn, values))
     return t
 
@@ -341,12 +342,13 @@ def _store_for(fn, options) -> _Store:
 class JitFunction:
     """A function that is traced per input signature and then runs its cached graph."""
 
-    def __init__(self, fn, fullgraph=False, debug=False, cache_limit=8, passes=None):
+    def __init__(self, fn, fullgraph=False, debug=False, cache_limit=8, passes=None, options=None):
         functools.update_wrapper(self, fn, updated=())
         self.passes = passes  # chapter 6: None runs the default pipeline
+        self.options = options  # chapters 7-9: a CompileOptions (None: passes only)
         self.fn, self.fullgraph, self.debug, self.cache_limit = fn, fullgraph, debug, cache_limit
         self._binder = _Binder(fn)
-        self.store = _store_for(fn, (fullgraph, cache_limit, passes))
+        self.store = _store_for(fn, (fullgraph, cache_limit, passes, options))
         self.recompiles: list[str] = []  # why each retrace happened
         self.trace_count = 0  # traces this object made (reused shared traces do not count)
         self.fell_back = False
@@ -435,6 +437,7 @@ class JitFunction:
             self.name,
             passes=self.passes,
             debug=self.debug,
+            options=self.options,
         )
         if key is not None:
             self.trace_count += 1
@@ -494,7 +497,7 @@ class JitFunction:
 _ATTR = "__minitorch_jit__"
 
 
-def jit(fn=None, *, fullgraph=False, debug=False, cache_limit=8, passes=None):
+def jit(fn=None, *, fullgraph=False, debug=False, cache_limit=8, passes=None, options=None):
     """Trace ``fn`` into a graph on first call per signature; run the cached graph afterwards.
 
     ``@minitorch.jit``, ``@minitorch.jit(fullgraph=True)`` and ``minitorch.jit(fn)(x)``
@@ -502,24 +505,30 @@ def jit(fn=None, *, fullgraph=False, debug=False, cache_limit=8, passes=None):
     ``minitorch.jit`` again on the same function with the same options returns the
     same object. ``debug=True`` prints every graph; ``MINITORCH_DUMP_GRAPH=<dir>``
     also writes each as text and DOT. ``passes`` chooses the graph passes
-    (chapter 6; None: the default pipeline).
+    (chapter 6; None: the default pipeline); ``options``, a
+    :class:`~minitorch.passes.CompileOptions`, the later stages (chapters 7-9).
     """
     if fn is None:
         return lambda f: jit(
-            f, fullgraph=fullgraph, debug=debug, cache_limit=cache_limit, passes=passes
+            f,
+            fullgraph=fullgraph,
+            debug=debug,
+            cache_limit=cache_limit,
+            passes=passes,
+            options=options,
         )
     passes = None if passes is None else tuple(passes)
     if isinstance(fn, JitFunction):
         fn = fn.fn
-    options = (fullgraph, debug, cache_limit, passes)
+    key = (fullgraph, debug, cache_limit, passes, options)
     per_fn = None
     if isinstance(fn, types.FunctionType):
         per_fn = fn.__dict__.setdefault(_ATTR, {})
-    jf = per_fn.get(options) if per_fn is not None else None
+    jf = per_fn.get(key) if per_fn is not None else None
     if jf is None:
-        jf = JitFunction(fn, *options)
+        jf = JitFunction(fn, *key)
         if per_fn is not None:
-            per_fn[options] = jf
+            per_fn[key] = jf
     return jf
 
 

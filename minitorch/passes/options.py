@@ -1,0 +1,27 @@
+"""What the compiler pipeline should do beyond chapter 6's passes, in one hashable value.
+
+``jit(fn, options=CompileOptions(fuse=True))`` and ``graph.compile(options=...)``
+pass it down to :func:`~minitorch.passes.compile_graph`; it is part of the jit
+cache key. Every stage is off by default so chapters 5 and 6 behave as they did;
+``minitorch.compile(..., mode=...)`` (chapter 9) turns them on together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    fuse: bool = False  # chapter 7: group elementwise chains and generate kernels
+    memory: bool = False  # chapter 8: place every intermediate in one planned arena
+    inplace: bool = True  # chapter 8: let a kernel write over an input that dies there
+    mode: str = "default"  # chapter 9: "default" | "reduce-overhead" | "max-autotune"
+    parallel: bool = False  # chapter 9: run independent steps on a thread pool
+
+    def __str__(self) -> str:
+        on = [k for k in ("fuse", "memory", "parallel") if getattr(self, k)]
+        return f"{self.mode}({', '.join(on) or 'passes only'})"
+
+
+DEFAULT = CompileOptions()
