@@ -38,6 +38,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+from . import wire
+
+_np_bool = np.bool_
+
 settings.register_profile(
     "grading",
     derandomize=True,
@@ -226,16 +230,36 @@ def one_thread():
 
 
 def check(ok: bool, exercise: str, message: str, **inputs) -> None:
-    """Assert with a message that names the exercise and shows a small failing input."""
-    if ok:
+    """Assert with a message that names the exercise and shows a small failing input.
+
+    ``ok`` must be a real ``bool`` (or numpy's): the parent scores from the
+    record this sends, never from the child's word alone.
+    """
+    good = type(ok) in (bool, _np_bool)
+    wire.send_check("truth", ok=bool(ok) if good else False,
+                    error="" if good else f"check() got a {type(ok).__name__}, not a bool")  # fmt: skip
+    if good and ok:
         return
+    if not good:
+        message = f"{message} (the check's value is a {type(ok).__name__}, not a bool)"
     shown = "\n".join(f"  {k} = {_short(v)}" for k, v in inputs.items())
     raise AssertionError(f"Exercise {exercise}: {message}" + (f"\n{shown}" if shown else ""))
 
 
 def assert_close(actual, expected, exercise: str, rtol=1e-5, atol=1e-6, **inputs) -> None:
-    """Compare arrays with a message naming the exercise, the inputs and the first mismatch."""
-    actual, expected = np.asarray(actual), np.asarray(expected)
+    """Compare arrays with a message naming the exercise, the inputs and the first mismatch.
+
+    Both sides travel to the parent as plain bytes (dtype, shape, data), which
+    decides with its own numpy (``runner.decide``); the local comparison below
+    only words the message.
+    """
+    a, a_err = wire.plain(actual)
+    e, e_err = wire.plain(expected)
+    wire.send_check("close", actual=a, expected=e, rtol=rtol, atol=atol,
+                    error=a_err and f"the result is {a_err}" or e_err and f"expected is {e_err}")  # fmt: skip
+    if a_err:
+        check(False, exercise, f"the result is {a_err}, not a plain array or number", **inputs)
+    actual, expected = a, e if e is not None else np.asarray(expected)
     if actual.shape != expected.shape:
         check(False, exercise, f"shape {actual.shape}, expected {expected.shape}", **inputs)
     if not np.allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True):

@@ -31,6 +31,7 @@ class Item:
     bands: list = field(default_factory=list)
     higher_is_better: bool = True
     needs: str | None = None
+    checks: int = 0  # check records a pass needs at least (see ``min_checks``)
 
     @property
     def chapter(self) -> int:
@@ -47,6 +48,38 @@ def chapters() -> list[int]:
 
 def _literal(node: ast.AST):
     return ast.literal_eval(node)
+
+
+CHECKERS = {"check", "assert_close"}
+
+
+def min_checks(fn: ast.FunctionDef, module: ast.Module) -> int:
+    """1 when ``fn`` surely reaches a harness comparison on success, else 0.
+
+    A call counts when it sits in the function's straight-line body (not under
+    ``if``/``try``/a loop that may not run), directly or through a helper
+    defined in the same file; ``check(False, ...)`` counts for nothing.
+    """
+    helpers = {f.name: f for f in module.body if isinstance(f, ast.FunctionDef)}
+
+    def reaches(body, seen) -> bool:
+        for stmt in body:
+            if isinstance(stmt, (ast.If, ast.Try, ast.For, ast.While, ast.Match)):
+                continue
+            for node in ast.walk(stmt):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                    continue
+                name = node.func.id
+                if name in CHECKERS:
+                    first = node.args[0] if node.args else None
+                    if not (name == "check" and isinstance(first, ast.Constant)):
+                        return True
+                elif name in helpers and name not in seen:
+                    if reaches(helpers[name].body, seen | {name}):
+                        return True
+        return False
+
+    return int(reaches(fn.body, {fn.name}))
 
 
 def graded_items(chapter: int) -> list[Item]:
@@ -79,6 +112,7 @@ def graded_items(chapter: int) -> list[Item]:
                         bands=[tuple(b) for b in kw.get("bands", [])],
                         higher_is_better=kw.get("higher_is_better", True),
                         needs=kw.get("needs"),
+                        checks=min_checks(fn, tree),
                     )
                 )
     return items

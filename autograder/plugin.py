@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from . import wire  # bound now, before learner code can patch numpy
+
 __all__ = [
     "Figures",
     "pytest_configure",
@@ -90,6 +92,7 @@ def _focus_on_exercise(request):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logstart(nodeid, location) -> None:
+    wire._current[0] = nodeid
     _emit(event="start", nodeid=nodeid)
 
 
@@ -174,4 +177,5 @@ def pytest_runtest_makereport(item, call):
                 where=_where(exc, info["exercise"]) if exc else "",
             )
         event["figures"] = figures
+        wire._current[0] = None
         _emit(**event)

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import sandbox
+from . import sandbox, wire
 from .manifest import ROOT, Item, exercises
 
 MESSAGE_LIMIT = 2000
-RECORD_LIMIT = 64 * 1024
+RECORD_LIMIT = 4 << 20  # a check record carries two arrays of up to 64k elements
+CHECK_LIMIT = 100_000  # check records one test may send
 OUTCOMES = ("passed", "failed", "skipped")
 
 
@@ -102,13 +103,18 @@ def parse_record(line: bytes, expected: set[str]) -> dict:
         ev = json.loads(line)
     except (ValueError, UnicodeDecodeError):
         raise Forged("a line that is not JSON") from None
-    if not isinstance(ev, dict) or ev.get("event") not in ("start", "result"):
+    if not isinstance(ev, dict) or ev.get("event") not in ("start", "result", "check"):
         raise Forged("a record of unknown kind")
     if not isinstance(ev.get("nodeid"), str) or ev["nodeid"] not in expected:
         raise Forged(f"a record for a test that was not asked for: {str(ev.get('nodeid'))[:80]!r}")
     if ev["event"] == "start":
         if set(ev) != {"event", "nodeid"}:
             raise Forged("a start record with extra fields")
+        return ev
+    if ev["event"] == "check":
+        if not set(ev) <= {"event", "nodeid", "how", "error", "ok", "actual", "expected", "rtol",
+                           "atol", "sampled"}:  # fmt: skip
+            raise Forged("a check record with extra fields")
         return ev
     allowed = {"event", "nodeid", "outcome", "duration", "message", "where", "figures"}
     figures = ev.get("figures", {})
@@ -134,9 +140,17 @@ def band_fraction(value: float, bands, higher_is_better: bool = True) -> float:
     return 0.0
 
 
-def _score(item: Item, ev: dict) -> Result:
+def _score(item: Item, ev: dict, checks: tuple[int, str] = (0, "")) -> Result:
+    """The grader's verdict on one result record, given ``checks``: how many of the
+    test's check records held, and why the first one that did not failed ("" if none)."""
     outcome, figures = ev["outcome"], ev.get("figures", {})
     msg, where, duration = ev.get("message", ""), ev.get("where", ""), max(0.0, ev["duration"])
+    held, refused = checks
+    if outcome == "passed" and refused:
+        outcome, msg = "failed", f"the grader's own comparison failed: {refused}"
+    elif outcome == "passed" and held < item.checks:
+        outcome, msg = "failed", ("reported a pass without the comparisons the test makes "
+                                  "(the grader received none)")  # fmt: skip
     if outcome == "passed":
         if item.kind != "benchmark":
             return Result(item, "passed", item.points, "", where, figures, duration)
@@ -180,6 +194,7 @@ def run_items(
         groups = {None: items}
     names = {ex: {info.name} for ex, info in exercises().items()}
     results: dict[str, Result] = {}
+    sandbox.choose_child_user()
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
         if sandbox.CHILD_USER:  # the child's user needs the Numba cache, nothing else here
             os.chmod(tmp, 0o711)
@@ -258,17 +273,21 @@ class _Session:
         read_end, write_end = os.pipe()
         cpu = int(max(10, self.deadline - time.monotonic())) + 30
         env = child_env(self.mode, self.focus, self.tmp / "numba-cache")
+        hidden = sandbox.private_paths(self.submission)
         try:
             with open(log, "wb") as out:
                 proc = subprocess.Popen(
                     sandbox.child_command(tree, write_end, remaining), cwd=tree, env=env,
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    pass_fds=(write_end,), preexec_fn=lambda: sandbox.limit_resources(cpu),
+                    pass_fds=(write_end,), preexec_fn=lambda: sandbox.limit_resources(cpu, hidden=hidden),
                 )  # fmt: skip
         finally:
             os.close(write_end)
         mine: dict[str, Result] = {}
         started_any, current, t_start, killed, forged = False, None, 0.0, None, None
+        kill_status = "timeout"
+        held, refused = 0, ""  # the running test's check records: how many held, first failure
+        next_count = time.monotonic()
         buffer, eof = b"", False
         try:
             while True:
@@ -287,13 +306,20 @@ class _Session:
                     for line in lines:
                         ev = parse_record(line, set(remaining))
                         node = ev["nodeid"]
+                        if ev["event"] == "check":
+                            if node != current or held >= CHECK_LIMIT:
+                                raise Forged(f"a check record out of order for {node[-60:]}")
+                            ok, why = wire.decide(ev)
+                            held, refused = held + ok, refused or ("" if ok else why or "failed")
+                            continue
                         if node in mine or (ev["event"] == "result") != (node == current):
                             raise Forged(f"a record out of order for {node.split('::')[-1]}")
                         if ev["event"] == "start":
                             started_any, current, t_start = True, node, time.monotonic()
+                            held, refused = 0, ""
                             self.progress(node, None)
                         else:
-                            mine[node] = _score(self.by_id[node], ev)
+                            mine[node] = _score(self.by_id[node], ev, (held, refused))
                             self.record(node, mine[node])
                             current = None
                 except Forged as e:
@@ -311,6 +337,12 @@ class _Session:
                         killed = f"timed out after {limit:.0f} s (an infinite loop?)"
                 if time.monotonic() > self.deadline:
                     killed = "the chapter ran out of time"
+                if time.monotonic() > next_count:  # a fork bomb: root ignores RLIMIT_NPROC
+                    next_count = time.monotonic() + 0.2
+                    if len(sandbox.descendants()) > sandbox.MAX_PROCESSES:
+                        kill_status = "crashed"
+                        killed = (f"started more than {sandbox.MAX_PROCESSES} processes at "
+                                  "once; the grader stopped them all")  # fmt: skip
                 if killed:
                     break
         finally:
@@ -323,7 +355,7 @@ class _Session:
             return True
         if current is not None and current not in self.results:
             if killed:
-                self.record(current, Result(self.by_id[current], "timeout", message=killed))
+                self.record(current, Result(self.by_id[current], kill_status, message=killed))
             else:
                 reason = f"{_exit_reason(proc.returncode)} while running this test"
                 tail = _tail(log, 4)

@@ -23,6 +23,7 @@ import resource
 import shutil
 import signal
 import site
+import subprocess
 import sys
 import tempfile
 import time
@@ -103,18 +104,64 @@ def kill_descendants(spare: tuple[int, ...] = ()) -> int:
     return killed
 
 
-CHILD_USER = os.environ.get("AUTOGRADER_CHILD_USER")  # class setup: run learner code as this user
-# Looked up here, not after fork: a preexec_fn must not import (another thread may hold the lock).
-_CHILD_IDS = (lambda u: (u.pw_uid, u.pw_gid))(pwd.getpwnam(CHILD_USER)) if CHILD_USER else None
+CHILD_USER: str | None = None  # the user learner code runs as (set by :func:`choose_child_user`)
+_CHILD_IDS: tuple[int, int] | None = None  # looked up before fork: a preexec_fn must not import
+MAX_PROCESSES = 64  # more descendants than this at once: the parent kills the child's tree
+PROBE = "import sys; sys.path += {sites!r}; import numpy, numba, pytest, hypothesis"
+_chosen: list = []
 
 
-def limit_resources(cpu_seconds: int, switch_user: bool = True) -> None:
-    """``preexec_fn`` of every child: its own session, resource limits, maybe another user."""
+def choose_child_user() -> str | None:
+    """Who runs learner code: ``$AUTOGRADER_CHILD_USER`` (empty: the grader's own user), else,
+    when the grader is root, ``nobody`` if ``nobody`` can run this Python and its packages.
+
+    As root, ``RLIMIT_NPROC`` does not apply and every file is readable; as
+    ``nobody`` the process limit holds and the grading tree is read-only. A
+    Python under ``/root`` (mode 700) cannot run as ``nobody``: then learner code
+    stays root and only the parent's process watchdog (:data:`MAX_PROCESSES`) holds.
+    """
+    global CHILD_USER, _CHILD_IDS
+    if _chosen:
+        return CHILD_USER
+    _chosen.append(True)
+    user = os.environ.get("AUTOGRADER_CHILD_USER")
+    if user is None and os.geteuid() == 0:
+        user = "nobody" if _can_run_as("nobody") else ""
+    CHILD_USER = user or None
+    _CHILD_IDS = (lambda u: (u.pw_uid, u.pw_gid))(pwd.getpwnam(user)) if user else None
+    return CHILD_USER
+
+
+def _can_run_as(user: str) -> bool:
+    try:
+        ids = pwd.getpwnam(user)
+        sites = [p for p in site.getsitepackages() if Path(p).is_dir()]
+        proc = subprocess.run([sys.executable, "-I", "-S", "-c", PROBE.format(sites=sites)], cwd="/",
+                              user=ids.pw_uid, group=ids.pw_gid, extra_groups=[],
+                              capture_output=True, timeout=120)  # fmt: skip
+        return proc.returncode == 0
+    except (KeyError, OSError, subprocess.SubprocessError):
+        return False
+
+
+def limit_resources(cpu_seconds: int, switch_user: bool = True, hidden=()) -> None:
+    """``preexec_fn`` of every child: its own session, resource limits, maybe another user.
+
+    As root it first hides ``hidden`` (see :func:`private_paths`) in a mount
+    namespace of its own, then gives up root's powers: another user, or, when
+    none can run Python, uid 0 without capabilities (it cannot unmount what
+    hides the references, nor read the grader's memory).
+    """
     os.setsid()
+    if hidden:
+        _hide(hidden)
     if switch_user and _CHILD_IDS and os.geteuid() == 0:
         os.setgroups([])
         os.setgid(_CHILD_IDS[1])
         os.setuid(_CHILD_IDS[0])
+    elif switch_user and _libc is not None and os.geteuid() == 0:
+        for cap in range(64):  # the bounding set: what the exec'd Python can hold
+            _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     for name, value in LIMITS.items():
         try:
             resource.setrlimit(getattr(resource, name), (value, value))
@@ -124,6 +171,55 @@ def limit_resources(cpu_seconds: int, switch_user: bool = True) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
     except (ValueError, OSError):
         pass
+
+
+CLONE_NEWNS, PR_CAPBSET_DROP = 0x20000, 24
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+except (OSError, AttributeError):
+    _libc = None
+
+
+def private_paths(submission: Path) -> list[tuple[bytes, bool]]:
+    """Where the references lie outside the grading tree: ``(path, is a folder)``.
+
+    ``solutions/``, the vault, and the git folders (whose objects hold every
+    committed reference) of the grader's repository and of the submission.
+    """
+    found: dict[Path, bool] = {}
+    for base in {ROOT.resolve(), Path(submission).resolve()}:
+        found[base / "solutions"] = True
+        found[base / "autograder" / "vault.zip"] = False
+        git = base / ".git"
+        if git.is_file():  # a worktree: "gitdir: <repo>/.git/worktrees/<name>"
+            text = git.read_text(errors="replace").strip()
+            if text.startswith("gitdir:"):
+                gitdir = (base / text[7:].strip()).resolve()
+                found[gitdir] = True
+                common = gitdir / "commondir"
+                if common.is_file():
+                    found[(gitdir / common.read_text().strip()).resolve()] = True
+        else:
+            found[git] = True
+    return [(str(p).encode(), d) for p, d in found.items() if (p.is_dir() if d else p.is_file())]
+
+
+def _hide(paths) -> bool:
+    """In the forked child: a private mount namespace where ``paths`` are empty (root only)."""
+    if _libc is None or os.geteuid() != 0 or _libc.unshare(CLONE_NEWNS) != 0:
+        return False
+    if _libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return False
+    ok = True
+    for path, is_dir in paths:
+        if is_dir:
+            flags = MS_RDONLY | MS_NOSUID | MS_NODEV
+            ok &= _libc.mount(b"tmpfs", path, b"tmpfs", flags, b"size=4k,mode=555") == 0
+        else:
+            ok &= _libc.mount(b"/dev/null", path, None, MS_BIND, None) == 0
+    return ok
 
 
 def installed_pth_files() -> list[str]:

@@ -135,6 +135,8 @@ def exercise(ex_id: str) -> Callable[[Callable], Callable]:
         @functools.wraps(stub)
         def call(*args, **kwargs):
             fn = _cache.get(ex_id) or implementation(ex_id)
+            if fn is stub and _GRADING:
+                return _plain_result(ex_id, fn(*args, **kwargs))
             return fn(*args, **kwargs)
 
         call.exercise_id = ex_id
@@ -142,6 +144,51 @@ def exercise(ex_id: str) -> Callable[[Callable], Callable]:
         return call
 
     return decorate
+
+
+_GRADING = os.environ.get("MINITORCH_MODE_FIXED") == "1"
+_BASES = (bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset)
+
+
+def _plain_result(ex_id: str, value, depth: int = 0):
+    """While grading, learner results made of builtin or numpy values must be exactly those.
+
+    A subclass (an ``int`` whose ``==`` is always true, an ndarray subclass)
+    could fool a test's ``got == want``; the grader refuses it here.
+    """
+    cls, numpy_types, numpy_bases = type(value), *_numpy()
+    if cls in _BASES or value is None or depth > 4 or cls in numpy_types:
+        pass
+    elif isinstance(value, _BASES + numpy_bases):
+        base = next(b for b in cls.__mro__[1:] if b in _BASES + numpy_bases)
+        raise TypeError(
+            f"Exercise {ex_id} returned a {cls.__name__}, a subclass of {base.__name__}: "
+            f"return a plain {base.__name__}"
+        )
+    if cls in (tuple, list, set, frozenset):
+        for v in list(value)[:1000]:
+            _plain_result(ex_id, v, depth + 1)
+    elif cls is dict:
+        for k, v in list(value.items())[:1000]:
+            _plain_result(ex_id, k, depth + 1)
+            _plain_result(ex_id, v, depth + 1)
+    return value
+
+
+def _numpy() -> tuple[set, tuple]:
+    """numpy's own array and scalar types, and their bases (once numpy is imported)."""
+    if _np_types:
+        return _np_types[0]
+    import sys
+
+    np = sys.modules.get("numpy")
+    if np is None:
+        return set(), ()
+    _np_types.append(({np.ndarray, *np.sctypeDict.values()}, (np.ndarray, np.generic)))
+    return _np_types[0]
+
+
+_np_types: list = []
 
 
 def _from_env() -> None:

@@ -127,13 +127,13 @@ def test_planting_a_correct_answer_earns_full_marks(repo):
     assert data["score"] == data["max_score"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="comparisons and the plugin run in the learner's process")
+@pytest.mark.xfail(strict=True, reason="the expected values are computed in the learner's process")
 @pytest.mark.parametrize("attack", GAPS)
 def test_known_gap_still_earns_points(repo, attack):
-    """Attacks that in-process grading cannot stop (CONTRIBUTING.md, threat model).
+    """Attacks the parent's own comparisons cannot stop yet (CONTRIBUTING.md, threat model).
 
-    Strict xfail: when the parent-compares redesign closes a gap, this fails and
-    the fixture moves to the attacks above.
+    Strict xfail: when a separate oracle closes a gap, this fails and the
+    fixture moves to the attacks above.
     """
     plant(repo, attack)
     assert grade(repo)["score"] == 0

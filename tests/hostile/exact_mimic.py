@@ -1,4 +1,4 @@
-"""Known gap: write exactly the record the plugin would write for the running test, then exit."""
+"""write exactly the record the plugin would write for the running test, then exit."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Known gap: return objects whose == is always true (the comparison runs in learner code)."""
+"""return objects whose == is always true (the comparison runs in learner code)."""
 
 
 class _Eq(int):

@@ -1,0 +1,147 @@
+"""Check records: what a graded test's comparisons send to the parent, and how it decides.
+
+In the child, :func:`autograder.harness.check` and ``assert_close`` call
+:func:`send_check`: the values travel as plain bytes (dtype, shape, raw data;
+never a pickled object), so an object whose ``==`` is always true, an ndarray
+subclass or a patched ``np.allclose`` changes nothing the parent sees. In the
+parent, :func:`decide` compares them with the grader's own numpy; a test's
+pass record counts only when every check record it sent holds and it sent at
+least as many as the grader counted in its source (``manifest.Item.checks``).
+
+The numpy functions used here are bound when the plugin is attached, before
+any learner code runs, so rebinding ``numpy.asarray`` later does not reach them.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import math
+import operator
+import re
+
+import numpy as np
+import numpy.linalg
+import numpy.testing
+
+_asarray, _ascontiguous, _linspace = np.asarray, np.ascontiguousarray, np.linspace
+_ndarray, _generic = np.ndarray, np.generic
+SAMPLE = 1 << 16  # larger arrays travel as the same evenly spaced sample of both sides
+_DTYPE = re.compile(r"^[<>|=]?[biuf][1248]$")
+TOL_CAP = 0.05  # a test asking for looser tolerances than this gets this
+_current: list = [None]  # the running test's node id (set by the plugin)
+# What tests compute expected values and comparisons with: learner code that
+# rebinds any of it (``numpy.allclose``, ``builtins.tuple``) voids the checks.
+_WATCHED = (builtins, math, operator, np, np.linalg, np.testing)
+_snapshot = [dict(vars(m)) for m in _WATCHED]
+
+
+def tampered() -> str:
+    """The first watched name rebound since the plugin was attached, or ""."""
+    for module, before in zip(_WATCHED, _snapshot):
+        now = vars(module)
+        for k, v in before.items():
+            if now.get(k) is not v and not k.startswith("__"):
+                return f"{module.__name__}.{k} was replaced during the test"
+    return ""
+
+
+def _plain_items(x, depth: int = 0) -> bool:
+    if type(x) in (bool, int, float):
+        return True
+    if isinstance(x, _generic) and type(x).__module__ == "numpy":
+        return True
+    if type(x) in (tuple, list) and depth < 8:
+        return all(_plain_items(v, depth + 1) for v in x)
+    return False
+
+
+def plain(x) -> tuple[np.ndarray | None, str]:
+    """``x`` as a plain C-ordered ndarray of numbers, or ``(None, why not)``."""
+    if type(x) is _ndarray:
+        arr = x
+    elif _plain_items(x):
+        try:
+            arr = _asarray(x)
+        except (ValueError, OverflowError, TypeError):
+            return None, f"a {type(x).__name__} that is not a rectangular array of numbers"
+    elif isinstance(x, _ndarray):
+        return None, f"an ndarray subclass ({type(x).__name__})"
+    else:
+        return None, f"a {type(x).__module__}.{type(x).__name__}"
+    if type(arr) is not _ndarray or arr.dtype.kind not in "biuf":
+        return None, f"an array of {arr.dtype}"
+    return _ascontiguous(arr), ""
+
+
+def _encode(arr: np.ndarray | None, idx) -> dict | None:
+    if arr is None:
+        return None
+    if idx is not None:
+        arr = arr.reshape(-1)[idx]
+    return {"dtype": arr.dtype.str, "shape": list(arr.shape),
+            "data": base64.b64encode(arr.tobytes()).decode("ascii")}  # fmt: skip
+
+
+def send_check(how: str, ok: bool = True, actual=None, expected=None, rtol=0.0, atol=0.0,
+               error: str = "") -> None:  # fmt: skip
+    from . import plugin
+
+    if not plugin._channel or _current[0] is None:
+        return
+    error = tampered() or error
+    record = {"event": "check", "nodeid": _current[0], "how": how, "error": str(error or "")[:500]}
+    if how == "truth":
+        record["ok"] = bool(ok)
+    else:
+        idx = None
+        if actual is not None and expected is not None and actual.size > SAMPLE:
+            if actual.shape == expected.shape:
+                idx = _linspace(0, actual.size - 1, SAMPLE).astype(np.int64)
+        record.update(actual=_encode(actual, idx), expected=_encode(expected, idx),
+                      rtol=float(rtol), atol=float(atol), sampled=idx is not None)  # fmt: skip
+    plugin._emit(**record)
+
+
+# --- the parent's side -------------------------------------------------------------
+
+
+def _decode(d) -> np.ndarray:
+    if not (isinstance(d, dict) and set(d) == {"dtype", "shape", "data"}):
+        raise ValueError("an array record of the wrong form")
+    dtype, shape = d["dtype"], d["shape"]
+    if not (isinstance(dtype, str) and _DTYPE.match(dtype)):
+        raise ValueError(f"an array of dtype {str(dtype)[:20]!r}")
+    if not (isinstance(shape, list) and len(shape) <= 32):
+        raise ValueError("an array record with a bad shape")
+    if not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError("an array record with a bad shape")
+    data = base64.b64decode(d["data"], validate=True)
+    dt = np.dtype(dtype)
+    if len(data) != math.prod(shape) * dt.itemsize:
+        raise ValueError("an array record whose data does not fit its shape")
+    return np.frombuffer(data, dtype=dt).reshape(shape)
+
+
+def decide(rec: dict) -> tuple[bool, str]:
+    """The parent's verdict on one check record: ``(holds, why not)``. Never raises."""
+    try:
+        if rec.get("error"):
+            return False, str(rec["error"])[:500]
+        if rec.get("how") == "truth":
+            return (rec.get("ok") is True), "a check() was false"
+        if rec.get("how") != "close":
+            return False, "a check record of unknown kind"
+        actual, expected = _decode(rec.get("actual")), _decode(rec.get("expected"))
+        rtol, atol = rec.get("rtol"), rec.get("atol")
+        if not all(type(t) in (int, float) and 0 <= t < math.inf for t in (rtol, atol)):
+            return False, "a comparison with a bad tolerance"
+        if actual.shape != expected.shape:
+            return False, f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+        a, e = actual.astype(np.float64), expected.astype(np.float64)
+        rtol, atol = min(rtol, TOL_CAP), min(atol, TOL_CAP)
+        if not np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
+            return False, "values differ from the expected ones (checked by the grader)"
+        return True, ""
+    except Exception as e:  # noqa: BLE001 - a record the checks above missed: a failure
+        return False, f"an unreadable check record ({type(e).__name__})"

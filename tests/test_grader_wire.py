@@ -1,0 +1,119 @@
+"""The parent decides: check records are plain bytes, judged with the grader's own numpy."""
+
+import ast
+import base64
+
+import numpy as np
+import pytest
+
+from autograder import wire
+from autograder.manifest import Item, min_checks
+from autograder.runner import _score
+
+NODE = "autograder/tests/ch1/test_indexing.py::test_strides_from_shape"
+
+
+def enc(arr):
+    arr = np.ascontiguousarray(arr)
+    return {"dtype": arr.dtype.str, "shape": list(arr.shape),
+            "data": base64.b64encode(arr.tobytes()).decode()}  # fmt: skip
+
+
+def close(actual, expected, rtol=1e-5, atol=1e-6, **extra):
+    return {"event": "check", "nodeid": NODE, "how": "close", "error": "",
+            "actual": enc(actual), "expected": enc(expected), "rtol": rtol, "atol": atol,
+            "sampled": False, **extra}  # fmt: skip
+
+
+def test_the_parent_compares_values_itself():
+    x = np.array([[1.0, np.nan], [3.0, 4.0]])
+    assert wire.decide(close(x, x.copy()))[0]
+    assert wire.decide(close(np.arange(3), np.arange(3.0)))[0]
+    assert not wire.decide(close(x, x + 1))[0]
+    assert "shape" in wire.decide(close(x, x.T.reshape(4)))[1]
+    assert not wire.decide(close(np.zeros(0), np.zeros(1)))[0]
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [
+        close([1.0], [2.0], rtol=1e9),  # a tolerance the test never asked for is capped
+        close([1.0], [1.0], rtol=-1.0),
+        close([1.0], [1.0], rtol=float("inf")),
+        close([1.0], [1.0], error="the result is a Foo"),
+        {**close([1.0], [1.0]), "actual": {"dtype": "|O", "shape": [1], "data": "AAAAAAAAAAA="}},
+        {**close([1.0], [1.0]), "actual": {"dtype": "<f8", "shape": [2], "data": "AAAAAAAAAAA="}},
+        {**close([1.0], [1.0]), "actual": {"dtype": "<f8", "shape": [-1], "data": ""}},
+        {**close([1.0], [1.0]), "actual": "a pickle"},
+        {**close([1.0], [1.0]), "how": "always"},
+        {"event": "check", "nodeid": NODE, "how": "truth", "ok": "yes", "error": ""},
+        {"event": "check", "nodeid": NODE, "how": "truth", "ok": False, "error": ""},
+    ],
+)
+def test_bad_or_false_records_never_hold(rec):
+    ok, why = wire.decide(rec)
+    assert not ok and why
+
+
+def test_learner_values_must_be_plain():
+    class Eq(int):
+        def __eq__(self, other):
+            return True
+
+    class Sub(np.ndarray):
+        pass
+
+    assert wire.plain((1, 2.5, np.float32(3)))[1] == ""
+    assert wire.plain(np.arange(4)[::-2])[0].flags.c_contiguous
+    for bad in [Eq(1), (Eq(1), 2), np.arange(3).view(Sub), object(), [[1], [2, 3]], "12"]:
+        arr, why = wire.plain(bad)
+        assert arr is None and why, bad
+
+
+def test_a_pass_needs_the_checks_the_test_makes():
+    item = Item(NODE, "1.3", 2, checks=1)
+    ev = {"outcome": "passed", "duration": 0.1, "figures": {}}
+    assert _score(item, ev, (3, "")).score == 2
+    assert _score(item, ev, (0, "")).score == 0  # a bare pass record
+    failed = _score(item, ev, (3, "values differ"))
+    assert failed.score == 0 and "grader's own comparison" in failed.message
+
+
+def test_min_checks_counts_only_calls_that_surely_run():
+    src = """
+def helper(x):
+    assert_close(x, x, "1.1")
+def test_a():
+    helper(1)
+def test_b():
+    if cond:
+        check(ok, "1.1", "m")
+def test_c():
+    try:
+        f()
+    except E:
+        pass
+    else:
+        check(False, "1.1", "should raise")
+def test_d():
+    check(got == want, "1.1", "m")
+"""
+    module = ast.parse(src)
+    fns = {f.name: f for f in module.body}
+    assert [min_checks(fns[n], module) for n in "test_a test_b test_c test_d".split()] == [
+        1,
+        0,
+        0,
+        1,
+    ]
+
+
+def test_rebinding_numpy_or_builtins_is_seen():
+    assert wire.tampered() == ""
+    saved = np.allclose
+    np.allclose = lambda *a, **k: True
+    try:
+        assert "numpy.allclose" in wire.tampered()
+    finally:
+        np.allclose = saved
+    assert wire.tampered() == ""
