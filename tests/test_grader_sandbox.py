@@ -126,3 +126,33 @@ def test_messages_unwrap_groups_and_name_unimplemented_exercises():
         "child failed\n  stderr = '...NotImplementedError: Exercise 3.4: pack\\n'"
     )
     assert _message(child, "3.4") == "not implemented yet: Exercise 3.4: pack"
+
+
+def run_limited(script: str, **kw) -> str:
+    """``sh -c script`` started the way the grader starts a child."""
+    proc = subprocess.run(["sh", "-c", script], cwd=sandbox.ROOT, capture_output=True, text=True,
+                          preexec_fn=lambda: sandbox.limit_resources(60, **kw), timeout=60)  # fmt: skip
+    return proc.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces and capabilities need root")
+def test_root_child_cannot_see_or_unhide_the_references():
+    hidden = sandbox.private_paths(sandbox.ROOT)
+    assert (str(sandbox.ROOT / "solutions").encode(), True) in hidden
+    out = run_limited(
+        "ls solutions | wc -l; grep CapEff /proc/self/status; umount solutions 2>/dev/null;"
+        " echo umount=$?; ls solutions | wc -l; test -r minitorch/exercises.py && echo readable",
+        hidden=hidden,
+    )
+    count, caps, umount, after, readable = out.split("\n")[:5]
+    assert count == after == "0" and caps.endswith("0000000000000000"), out
+    assert umount != "umount=0" and readable == "readable", out
+    assert any((sandbox.ROOT / "solutions").iterdir())  # hidden only in the child
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_root_child_runs_as_the_child_user(monkeypatch):
+    monkeypatch.setattr(sandbox, "_CHILD_IDS", (65534, 65534))
+    assert run_limited("id -u; id -g").split() == ["65534", "65534"]
+    monkeypatch.setattr(sandbox, "_CHILD_IDS", None)
+    assert run_limited("id -u").split() == ["0"]  # uid 0 kept, capabilities dropped
