@@ -56,18 +56,60 @@ CHECKERS = {"check", "assert_close"}
 def min_checks(fn: ast.FunctionDef, module: ast.Module) -> int:
     """1 when ``fn`` surely reaches a harness comparison on success, else 0.
 
-    A call counts when it sits in the function's straight-line body (not under
-    ``if``/``try``/a loop that may not run), directly or through a helper
-    defined in the same file; ``check(False, ...)`` counts for nothing.
+    A call counts when it sits in the function's straight-line body, or in a
+    ``for`` loop over a non-empty literal (or a module-level name bound to
+    one), directly or through a helper defined in the same file; calls under
+    ``if``/``try``/``with pytest.raises``, in nested functions or lambdas,
+    and ``check(False, ...)`` count for nothing. Under-counting only weakens
+    the rule; over-counting would fail a correct submission.
     """
     helpers = {f.name: f for f in module.body if isinstance(f, ast.FunctionDef)}
+    literals = {
+        t.id
+        for a in module.body
+        if isinstance(a, ast.Assign) and isinstance(a.value, (ast.List, ast.Tuple, ast.Dict))
+        and (a.value.keys if isinstance(a.value, ast.Dict) else a.value.elts)
+        for t in a.targets
+        if isinstance(t, ast.Name)
+    }  # fmt: skip
+    skip = (ast.If, ast.Try, ast.While, ast.Match, ast.With, ast.FunctionDef, ast.Lambda,
+            ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.IfExp)  # fmt: skip
+
+    def surely_loops(loop: ast.For) -> bool:
+        it = loop.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
+            it = it.func.value if it.func.attr in ("items", "keys", "values") else it
+        if isinstance(it, (ast.List, ast.Tuple)):
+            return bool(it.elts)
+        return isinstance(it, ast.Name) and it.id in literals
+
+    def raises(with_: ast.With) -> bool:
+        for item in with_.items:
+            f = item.context_expr.func if isinstance(item.context_expr, ast.Call) else None
+            if getattr(f, "attr", getattr(f, "id", "")) in ("raises", "warns", "RaisesGroup"):
+                return True
+        return False
+
+    def calls(node):
+        if isinstance(node, skip):
+            return
+        if isinstance(node, ast.Call):
+            yield node
+        for child in ast.iter_child_nodes(node):
+            yield from calls(child)
 
     def reaches(body, seen) -> bool:
         for stmt in body:
-            if isinstance(stmt, (ast.If, ast.Try, ast.For, ast.While, ast.Match)):
+            if isinstance(stmt, ast.With) and not raises(stmt):
+                if reaches(stmt.body, seen):
+                    return True
                 continue
-            for node in ast.walk(stmt):
-                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            if isinstance(stmt, ast.For) and surely_loops(stmt):
+                if reaches(stmt.body, seen):
+                    return True
+                continue
+            for node in calls(stmt):
+                if not isinstance(node.func, ast.Name):
                     continue
                 name = node.func.id
                 if name in CHECKERS:
