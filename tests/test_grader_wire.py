@@ -97,15 +97,27 @@ def test_c():
         check(False, "1.1", "should raise")
 def test_d():
     check(got == want, "1.1", "m")
+CASES = [(1, 2)]
+def test_e():
+    for a, b in CASES:
+        check(a < b, "1.1", "m")
+def test_f():
+    with pytest.raises(E):
+        check(f() == 1, "1.1", "m")
+def test_g():
+    with one_thread():
+        assert_close(x, y, "1.1")
+def test_h():
+    def verify(name, result):
+        assert_close(result, 1, "1.1")
+    for x in items:
+        check(x, "1.1", "m")
 """
     module = ast.parse(src)
-    fns = {f.name: f for f in module.body}
-    assert [min_checks(fns[n], module) for n in "test_a test_b test_c test_d".split()] == [
-        1,
-        0,
-        0,
-        1,
-    ]
+    fns = {f.name: f for f in module.body if isinstance(f, ast.FunctionDef)}
+    names = "test_a test_b test_c test_d test_e test_f test_g test_h".split()
+    got = [min_checks(fns[n], module) for n in names]
+    assert got == [1, 0, 0, 1, 1, 0, 1, 0]
 
 
 def test_rebinding_numpy_or_builtins_is_seen():
