@@ -173,7 +173,7 @@ def limit_resources(cpu_seconds: int, switch_user: bool = True, hidden=()) -> No
         pass
 
 
-CLONE_NEWNS, PR_CAPBSET_DROP = 0x20000, 24
+CLONE_NEWNS, CLONE_NEWUSER, PR_CAPBSET_DROP, PR_SET_DUMPABLE = 0x20000, 0x10000000, 24, 4
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
@@ -207,8 +207,22 @@ def private_paths(submission: Path) -> list[tuple[bytes, bool]]:
 
 
 def _hide(paths) -> bool:
-    """In the forked child: a private mount namespace where ``paths`` are empty (root only)."""
-    if _libc is None or os.geteuid() != 0 or _libc.unshare(CLONE_NEWNS) != 0:
+    """In the forked child: a private mount namespace where ``paths`` are empty.
+
+    Root mounts over them directly (and then gives up its capabilities). Any
+    other user does it inside a user namespace of its own, then enters a
+    second, nested one: mounts inherited into a less privileged namespace are
+    locked, so the child cannot unmount them, and it appears as its own user
+    again. Where user namespaces are disabled, nothing is hidden.
+    """
+    if _libc is None:
+        return False
+    uid, gid = os.geteuid(), os.getegid()
+    if uid != 0:
+        _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # after a setuid /proc/self/uid_map is root's
+        if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0 or not _map_ids(0, uid, 0, gid):
+            return False
+    elif _libc.unshare(CLONE_NEWNS) != 0:
         return False
     if _libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         return False
@@ -219,7 +233,30 @@ def _hide(paths) -> bool:
             ok &= _libc.mount(b"tmpfs", path, b"tmpfs", flags, b"size=4k,mode=555") == 0
         else:
             ok &= _libc.mount(b"/dev/null", path, None, MS_BIND, None) == 0
-    return ok
+    if uid != 0:  # lock the mounts: a nested namespace, mapped back to the real ids
+        ok &= _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 and _map_ids(uid, 0, gid, 0)
+    return bool(ok)
+
+
+def _userns_available() -> bool:
+    try:
+        return int(Path("/proc/sys/user/max_user_namespaces").read_text()) > 0
+    except (OSError, ValueError):
+        return False
+
+
+def _map_ids(inner_uid: int, outer_uid: int, inner_gid: int, outer_gid: int) -> bool:
+    for name, text in (("setgroups", b"deny"), ("uid_map", b"%d %d 1" % (inner_uid, outer_uid)),
+                       ("gid_map", b"%d %d 1" % (inner_gid, outer_gid))):  # fmt: skip
+        try:
+            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+            try:
+                os.write(fd, text)
+            finally:
+                os.close(fd)
+        except OSError:
+            return False
+    return True
 
 
 def installed_pth_files() -> list[str]:

@@ -156,3 +156,22 @@ def test_root_child_runs_as_the_child_user(monkeypatch):
     assert run_limited("id -u; id -g").split() == ["65534", "65534"]
     monkeypatch.setattr(sandbox, "_CHILD_IDS", None)
     assert run_limited("id -u").split() == ["0"]  # uid 0 kept, capabilities dropped
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user first")
+def test_unprivileged_child_hides_the_references_in_a_user_namespace():
+    """A grader that is not root: the mounts live in a user namespace the child cannot undo."""
+    hidden = sandbox.private_paths(sandbox.ROOT)
+
+    def as_nobody_then_limit():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+        sandbox.limit_resources(60, hidden=hidden)
+
+    script = "id -u; ls solutions | wc -l; ls /proc/1/root/ 2>/dev/null | wc -l"
+    proc = subprocess.run(["sh", "-c", script], cwd=sandbox.ROOT, capture_output=True, text=True,
+                          preexec_fn=as_nobody_then_limit, timeout=60)  # fmt: skip
+    if proc.stdout.split()[1:2] != ["0"] and not sandbox._userns_available():
+        pytest.skip("unprivileged user namespaces are disabled here")
+    assert proc.stdout.split() == ["65534", "0", "0"], proc.stdout + proc.stderr
