@@ -148,31 +148,49 @@ def exercise(ex_id: str) -> Callable[[Callable], Callable]:
 
 _GRADING = os.environ.get("MINITORCH_MODE_FIXED") == "1"
 _BASES = (bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset)
+# What a test's comparison of a result goes through; a subclass that redefines one could fool it.
+_HOOKS = frozenset(
+    "__eq__ __ne__ __lt__ __le__ __gt__ __ge__ __hash__ __bool__ __len__ __iter__ __getitem__ "
+    "__contains__ __int__ __float__ __index__ __abs__ __sub__ __rsub__ __array__ __class__ "
+    "__getattribute__ __getattr__ __instancecheck__ __array_ufunc__ __array_function__".split()
+)
 
 
 def _plain_result(ex_id: str, value, depth: int = 0):
-    """While grading, learner results made of builtin or numpy values must be exactly those.
+    """While grading, a learner result made of builtin or numpy values must compare honestly.
 
-    A subclass (an ``int`` whose ``==`` is always true, an ndarray subclass)
-    could fool a test's ``got == want``; the grader refuses it here.
+    A subclass that redefines comparison (an ``int`` whose ``==`` is always
+    true) or any ndarray subclass could fool a test's ``got == want``; the
+    grader refuses it here. A ``NamedTuple`` or ``defaultdict`` is fine.
     """
     cls, numpy_types, numpy_bases = type(value), *_numpy()
     if cls in _BASES or value is None or depth > 4 or cls in numpy_types:
         pass
     elif isinstance(value, _BASES + numpy_bases):
         base = next(b for b in cls.__mro__[1:] if b in _BASES + numpy_bases)
-        raise TypeError(
-            f"Exercise {ex_id} returned a {cls.__name__}, a subclass of {base.__name__}: "
-            f"return a plain {base.__name__}"
-        )
-    if cls in (tuple, list, set, frozenset):
+        own = [k for k in cls.__mro__[: cls.__mro__.index(base)] if not _stdlib(k)]
+        hooks = sorted({h for k in own for h in _HOOKS if h in vars(k)})
+        if hooks or base in numpy_bases:
+            raise TypeError(
+                f"Exercise {ex_id} returned a {cls.__name__}, a subclass of {base.__name__}"
+                + (f" that redefines {hooks[0]}" if hooks else "")
+                + f": return a plain {base.__name__}"
+            )
+    if isinstance(value, (tuple, list, set, frozenset)):
         for v in list(value)[:1000]:
             _plain_result(ex_id, v, depth + 1)
-    elif cls is dict:
+    elif isinstance(value, dict):
         for k, v in list(value.items())[:1000]:
             _plain_result(ex_id, k, depth + 1)
             _plain_result(ex_id, v, depth + 1)
     return value
+
+
+def _stdlib(cls) -> bool:
+    """A class of ``collections`` itself (``defaultdict``, ``OrderedDict``, ``Counter``)."""
+    import collections
+
+    return cls.__module__ == "collections" and getattr(collections, cls.__name__, None) is cls
 
 
 def _numpy() -> tuple[set, tuple]:

@@ -129,3 +129,32 @@ def test_rebinding_numpy_or_builtins_is_seen():
     finally:
         np.allclose = saved
     assert wire.tampered() == ""
+
+
+def test_learner_results_that_could_fool_a_comparison_are_refused():
+    import collections
+    from typing import NamedTuple
+
+    from minitorch.exercises import _plain_result
+
+    class Step(NamedTuple):
+        a: int
+
+    class Eq(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    class Iter(tuple):
+        def __iter__(self):
+            return iter([Eq(1)])
+
+    class Sub(np.ndarray):
+        pass
+
+    fine = (1, 2.0, np.float32(3), np.arange(3), [Step(1)], collections.defaultdict(int), None)
+    assert _plain_result("1.3", fine) is fine
+    for bad in [Eq(1), [(Eq(1),)], Iter(), np.arange(3).view(Sub), {"k": Step(Eq(2))}]:
+        with pytest.raises(TypeError, match="Exercise 1.3 returned a"):
+            _plain_result("1.3", bad)
