@@ -287,7 +287,7 @@ class _Session:
         started_any, current, t_start, killed, forged = False, None, 0.0, None, None
         kill_status = "timeout"
         held, refused = 0, ""  # the running test's check records: how many held, first failure
-        next_count = time.monotonic()
+        watch = sandbox.ProcessWatch()
         buffer, eof = b"", False
         try:
             while True:
@@ -337,12 +337,10 @@ class _Session:
                         killed = f"timed out after {limit:.0f} s (an infinite loop?)"
                 if time.monotonic() > self.deadline:
                     killed = "the chapter ran out of time"
-                if time.monotonic() > next_count:  # a fork bomb: root ignores RLIMIT_NPROC
-                    next_count = time.monotonic() + 0.2
-                    if len(sandbox.descendants()) > sandbox.MAX_PROCESSES:
-                        kill_status = "crashed"
-                        killed = (f"started more than {sandbox.MAX_PROCESSES} processes at "
-                                  "once; the grader stopped them all")  # fmt: skip
+                if sandbox.too_many_processes(watch):  # a fork bomb: root ignores RLIMIT_NPROC
+                    kill_status = "crashed"
+                    killed = (f"started more than {sandbox.MAX_PROCESSES} processes at "
+                              "once; the grader stopped them all")  # fmt: skip
                 if killed:
                     break
         finally:

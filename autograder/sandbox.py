@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import vault
@@ -79,6 +80,35 @@ def descendants(root: int | None = None) -> list[int]:
         found += kids
         frontier += kids
     return found
+
+
+def _tasks_on_machine() -> int:
+    """Every thread on the machine, from ``/proc/loadavg`` (one cheap read)."""
+    try:
+        return int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
+    except (OSError, ValueError, IndexError):
+        return 1 << 30  # unknown: always scan
+
+
+@dataclass
+class ProcessWatch:
+    """When to count the child's descendants: a full /proc scan costs ~15 ms, so it runs
+    when the machine's task count jumped by more than the limit, or every 2 s."""
+
+    base: int = field(default_factory=_tasks_on_machine)
+    next_scan: float = 0.0
+    next_full: float = 0.0
+
+
+def too_many_processes(watch: ProcessWatch) -> bool:
+    now = time.monotonic()
+    if now < watch.next_scan:
+        return False
+    watch.next_scan = now + 0.1
+    if _tasks_on_machine() - watch.base <= MAX_PROCESSES and now < watch.next_full:
+        return False
+    watch.next_scan, watch.next_full = now + 0.5, now + 2.0
+    return len(descendants()) > MAX_PROCESSES
 
 
 def kill_descendants(spare: tuple[int, ...] = ()) -> int:
