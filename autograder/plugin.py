@@ -92,7 +92,7 @@ def _focus_on_exercise(request):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logstart(nodeid, location) -> None:
-    wire._current[0] = nodeid
+    wire._current[0], wire._last_watch[0] = nodeid, 0.0
     _emit(event="start", nodeid=nodeid)
 
 
@@ -177,5 +177,8 @@ def pytest_runtest_makereport(item, call):
                 where=_where(exc, info["exercise"]) if exc else "",
             )
         event["figures"] = figures
+        tampered = wire.tampered()
+        if tampered:  # the parent then refuses the test, whatever the outcome says
+            wire.send_check("truth", ok=False, error=tampered)
         wire._current[0] = None
         _emit(**event)
