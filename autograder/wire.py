@@ -61,20 +61,24 @@ def _plain_items(x, depth: int = 0) -> bool:
 
 
 def plain(x) -> tuple[np.ndarray | None, str]:
-    """``x`` as a plain C-ordered ndarray of numbers, or ``(None, why not)``."""
+    """``x`` as a plain C-ordered ndarray of numbers, or ``(None, why not)``.
+
+    Anything else (a Tensor, an ndarray subclass, an ``int`` subclass) goes
+    through ``numpy.asarray`` as bound at start-up: what travels is its data,
+    so a redefined ``==`` or ``__array_function__`` has nothing left to fool.
+    """
     if type(x) is _ndarray:
         arr = x
-    elif _plain_items(x):
-        try:
-            arr = _asarray(x)
-        except (ValueError, OverflowError, TypeError):
-            return None, f"a {type(x).__name__} that is not a rectangular array of numbers"
-    elif isinstance(x, _ndarray):
-        return None, f"an ndarray subclass ({type(x).__name__})"
     else:
-        return None, f"a {type(x).__module__}.{type(x).__name__}"
+        try:
+            arr = _asarray(x) if _plain_items(x) else _asarray(_asarray(x))
+        except Exception as e:  # noqa: BLE001 - learner objects may raise anything
+            return (
+                None,
+                f"a {type(x).__name__} that is not an array of numbers ({type(e).__name__})",
+            )
     if type(arr) is not _ndarray or arr.dtype.kind not in "biuf":
-        return None, f"an array of {arr.dtype}"
+        return None, f"a {type(x).__name__} holding {arr.dtype}"
     return _ascontiguous(arr), ""
 
 

@@ -55,17 +55,24 @@ def test_bad_or_false_records_never_hold(rec):
     assert not ok and why
 
 
-def test_learner_values_must_be_plain():
+def test_only_the_data_of_learner_values_travels():
     class Eq(int):
         def __eq__(self, other):
             return True
 
+        __hash__ = int.__hash__
+
     class Sub(np.ndarray):
-        pass
+        def __array_function__(self, *args, **kwargs):
+            return True
 
     assert wire.plain((1, 2.5, np.float32(3)))[1] == ""
     assert wire.plain(np.arange(4)[::-2])[0].flags.c_contiguous
-    for bad in [Eq(1), (Eq(1), 2), np.arange(3).view(Sub), object(), [[1], [2, 3]], "12"]:
+    arr, _ = wire.plain(np.arange(3).view(Sub))
+    assert type(arr) is np.ndarray and arr.tolist() == [0, 1, 2]
+    eq, _ = wire.plain(Eq(5))
+    assert type(eq) is np.ndarray and eq.dtype.kind == "i" and int(eq.sum()) == 5
+    for bad in [object(), [[1], [2, 3]], "12", None, {"a": 1}]:
         arr, why = wire.plain(bad)
         assert arr is None and why, bad
 
