@@ -43,9 +43,11 @@ def attach(fd: int) -> None:
 
 
 def _emit(**event) -> None:
-    if not _channel:
-        return
-    data = (json.dumps(event, default=str) + "\n").encode()
+    if _channel:
+        _write((json.dumps(event, default=str) + "\n").encode())
+
+
+def _write(data: bytes) -> None:
     while data:
         data = data[os.write(_channel[0], data) :]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import json
 import math
 import operator
 import re
@@ -28,10 +29,17 @@ import numpy.testing
 _asarray, _ascontiguous, _linspace = np.asarray, np.ascontiguousarray, np.linspace
 _ndarray, _generic = np.ndarray, np.generic
 _clock = time.monotonic
+
+
+def _dumps(record: dict) -> bytes:
+    return (json.dumps(record) + "\n").encode()
+
+
 SAMPLE = 1 << 16  # larger arrays travel as the same evenly spaced sample of both sides
 _DTYPE = re.compile(r"^[<>|=]?[biuf][1248]$")
 TOL_CAP = 0.05  # a test asking for looser tolerances than this gets this
 _current: list = [None]  # the running test's node id (set by the plugin)
+_truth: list = [None, b""]  # (node id, its encoded passing truth record)
 _last_watch: list = [0.0]  # when tampered() last ran (the plugin resets it per test)
 # What tests compute expected values and comparisons with: learner code that
 # rebinds any of it (``numpy.allclose``, ``builtins.tuple``) voids the checks.
@@ -101,6 +109,12 @@ def send_check(how: str, ok: bool = True, actual=None, expected=None, rtol=0.0, 
     if now - _last_watch[0] > 0.002:  # every test's first check, then at most every 2 ms
         _last_watch[0] = now
         error = tampered() or error
+    if how == "truth" and ok is True and not error:  # the common case, pre-encoded per test
+        if _truth[0] != _current[0]:
+            _truth[:] = [_current[0], _dumps({"event": "check", "nodeid": _current[0],
+                                              "how": "truth", "error": "", "ok": True})]  # fmt: skip
+        plugin._write(_truth[1])
+        return
     record = {"event": "check", "nodeid": _current[0], "how": how, "error": str(error or "")[:500]}
     if how == "truth":
         record["ok"] = bool(ok)
