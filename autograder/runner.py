@@ -273,7 +273,7 @@ class _Session:
         read_end, write_end = os.pipe()
         cpu = int(max(10, self.deadline - time.monotonic())) + 30
         env = child_env(self.mode, self.focus, self.tmp / "numba-cache")
-        hidden = sandbox.private_paths(self.submission)
+        hidden = sandbox.hidden_paths(self.submission)
         try:
             with open(log, "wb") as out:
                 proc = subprocess.Popen(
