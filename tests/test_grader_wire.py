@@ -165,3 +165,19 @@ def test_learner_results_that_could_fool_a_comparison_are_refused():
     for bad in [Eq(1), [(Eq(1),)], Iter(), np.arange(3).view(Sub), {"k": Step(Eq(2))}]:
         with pytest.raises(TypeError, match="Exercise 1.3 returned a"):
             _plain_result("1.3", bad)
+
+
+def test_check_takes_builtin_truth_only():
+    from autograder.harness import check
+
+    class AlwaysTrue:
+        def __bool__(self):
+            return True
+
+    check(True, "1.1", "m")
+    check(np.True_, "1.1", "m")
+    check(3, "1.1", "m")  # check(len(x), ...) keeps working
+    with pytest.raises(AssertionError, match="not a bool"):
+        check(AlwaysTrue(), "1.1", "m")
+    with pytest.raises(AssertionError):
+        check([], "1.1", "m")
