@@ -138,7 +138,7 @@ def _textbook_matmul(out, a, b):
     return out
 
 
-@benchmark("3.4", points=2, metric="speedup", bands=[(5.0, 1.0), (2.0, 0.5)])
+@benchmark("3.4", points=1, metric="speedup", bands=[(5.0, 1.0), (2.0, 0.5)])
 def bench_matmul_simple_vs_textbook_order(report):
     n = 256
     an, bn = _rand(1, n, n, seed=6), _rand(1, n, n, seed=7)
@@ -185,7 +185,7 @@ def _dotted(out, a, bt):
     return out
 
 
-@benchmark("3.5", points=2, metric="speedup", bands=[(1.25, 1.0), (1.05, 0.5)])
+@benchmark("3.5", points=1, metric="speedup", bands=[(1.25, 1.0), (1.05, 0.5)])
 def bench_tile_vs_dot_products(report):
     n, depth = 128, 512  # a and bt stay in L2: what is measured is the arithmetic per load
     an, btn = _rand(n, depth, seed=8), _rand(n, depth, seed=9)
@@ -206,7 +206,7 @@ def bench_tile_vs_dot_products(report):
     report(speedup=t.ratio("dots", "tiles"), **t.figures_ms())
 
 
-@benchmark("3.6", points=3, metric="fraction_of_blas", bands=[(0.3, 1.0), (0.15, 0.5)])
+@benchmark("3.6", points=2, metric="fraction_of_blas", bands=[(0.3, 1.0), (0.15, 0.5)])
 def bench_matmul_vs_blas_single_thread(report):
     figures = {}
     for n in (512, 1024):
@@ -289,7 +289,7 @@ _FIRST_CALL = textwrap.dedent(
 )
 
 
-@benchmark("3.6", points=2, metric="ratio", bands=[(5.0, 1.0), (2.0, 0.5)])
+@benchmark("3.6", points=1, metric="ratio", bands=[(5.0, 1.0), (2.0, 0.5)])
 def bench_cached_first_call(report):
     mode, focus = exercises.get_mode()
     with tempfile.TemporaryDirectory() as cache:

@@ -30,7 +30,7 @@ def _oracle(a, b):
 # ---------------------------------------------------------------- 3.4 matmul_simple
 
 
-@graded("3.4", points=2)
+@graded("3.4", points=1)
 @given(
     n=st.integers(1, 9),
     k=st.integers(1, 9),
@@ -71,7 +71,7 @@ def _tile():
     return _tiles[impl]
 
 
-@graded("3.5", points=3)
+@graded("3.5", points=2)
 @given(
     n=st.integers(4, 9),
     m=st.integers(4, 9),
@@ -106,7 +106,7 @@ def test_matmul_tile_in_the_blocked_kernel():
 # ---------------------------------------------------------------- 3.6 matmul
 
 
-@graded("3.6", points=2)
+@graded("3.6", points=1)
 @given(
     n=st.integers(33, 70),
     k=st.integers(31, 40),
@@ -121,7 +121,7 @@ def test_matmul_blocked_batched_broadcast(n, k, m, batch, seed):
     assert_close(got, _oracle(a, b), "3.6", rtol=1e-4, atol=1e-4, a_shape=a.shape, b_shape=b.shape)
 
 
-@graded("3.6", points=2)
+@graded("3.6", points=1)
 def test_matmul_blocked_crosses_block_edges_and_views():
     # sizes that are not multiples of the 4 x 4 tile, of the 64-row group or of
     # the 128 x 1024 panel (columns and depth), and a transposed operand
