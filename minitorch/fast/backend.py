@@ -50,7 +50,6 @@ def _args(x: TensorData):
 
 
 SMALL = 1 << 15  # below this many elements one thread beats waking a second one
-SMALL_MATMUL = 1 << 15  # below this many multiply-adds the simple matmul (3.4) wins
 
 
 @contextlib.contextmanager
@@ -169,6 +168,15 @@ def _batched(x: np.ndarray, batch: tuple, rows: int, cols: int) -> np.ndarray:
     return np.ascontiguousarray(x).reshape(-1, rows, cols)
 
 
+def simple_matmul(n: int, k: int, m: int) -> bool:
+    """Whether the simple kernel (3.4) beats the blocked one (3.6) for an (n, k) x (k, m) product.
+
+    Measured at one thread: the blocked kernel packs b (k * m copies) and pays
+    off only when every row of a reuses it, over a depth worth a register tile.
+    """
+    return n * k * m < 1 << 21 or k < 128 or n < 16
+
+
 @register_kernel("matmul", "numba")
 def matmul(a, b, out):
     if not _floats(out, a, b) or a.shape[-1] == 0:
@@ -179,7 +187,7 @@ def matmul(a, b, out):
     b3 = _batched(b.as_numpy_view(), batch, k, m)
     result = np.empty((int(np.prod(batch, dtype=np.int64)), n, m), dtype=out.dtype)
     with threads_for(result.size * k):
-        if result.size * k < SMALL_MATMUL:  # packing and tiles cost more than they save
+        if simple_matmul(n, k, m):  # packing and tiles cost more than they save
             jit.compiled("3.4", fastmath=True)(result, a3, b3)
         else:
             jit.composed("3.6", "3.5", "out, a, b")(result, a3, b3)
