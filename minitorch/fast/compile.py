@@ -1,8 +1,8 @@
 """Turning exercise functions into compiled, cached Numba kernels.
 
-Two kinds:
+Three kinds:
 
-* :func:`compiled` (matmul, conv2d, pooling, softmax, logsumexp): the exercise
+* :func:`compiled` (simple matmul, conv2d, pooling, softmax, logsumexp): the exercise
   function is compiled as it is with ``parallel=True, cache=True``.
 * :func:`elementwise` (map, zip, reduce): the exercise takes the scalar
   formula ``fn`` as an argument. Numba cannot cache a function whose argument
@@ -10,6 +10,8 @@ Two kinds:
   generated module whose kernel calls the exercise (inlined) with the op's
   compiled formula as a global. Its file name carries a hash of every source
   it is built from, so editing an exercise gives a new kernel, never a stale one.
+* :func:`composed` (the fast matmul): the same, with another exercise (the
+  tile micro-kernel) as the compiled function it is given.
 
 Compiled kernels are kept per (exercise id, implementation function), so
 switching modes (learner/reference) never mixes the two.
@@ -17,12 +19,14 @@ switching modes (learner/reference) never mixes the two.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import inspect
 import os
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -91,10 +95,55 @@ def elementwise(ex_id: str, op_name: str, scalar: Callable) -> Callable:
         [_source(impl), _source(scalar), _source(indexing), numba.__version__, impl.__module__]
     )
     digest = hashlib.sha1(text.encode()).hexdigest()[:16]
-    name = f"mt_{ex_id.replace('.', '_')}_{op_name}_{digest}"
-    PENDING[name] = (njit(inline="always")(impl), njit(scalar))
     flags = ", fastmath={'reassoc', 'contract', 'nsz'}" if fastmath else ""
-    source = _TEMPLATE.format(ex_id=ex_id, op=op_name, params=_PARAMS[ex_id], flags=flags)
+    kernel = _generate(f"mt_{ex_id.replace('.', '_')}_{op_name}_{digest}", ex_id, op_name,
+                       (njit(inline="always")(impl), njit(scalar)), _PARAMS[ex_id], flags)  # fmt: skip
+    _kernels[key] = kernel
+    return kernel
+
+
+def composed(ex_id: str, helper_id: str, params: str) -> Callable:
+    """Exercise ``ex_id`` compiled with exercise ``helper_id`` as its first argument.
+
+    The matmul (3.6) calls the tile micro-kernel (3.5) it is given, so each can be
+    yours or the reference's; built like :func:`elementwise` so that it caches.
+    """
+    impl, helper = exercises.implementation(ex_id), exercises.implementation(helper_id)
+    key = (ex_id, impl, helper)
+    kernel = _kernels.get(key)
+    if kernel is not None:
+        return kernel
+    for i, fn in ((ex_id, impl), (helper_id, helper)):
+        # a stub raising inside a parallel loop surfaces as a SystemError: say it plainly
+        if _only_raises(fn):
+            raise NotImplementedError(f"Exercise {i}: {fn.__name__}")
+    text = "|".join([_source(impl), _source(helper), numba.__version__, impl.__module__])
+    digest = hashlib.sha1(text.encode()).hexdigest()[:16]
+    name = f"mt_{ex_id.replace('.', '_')}_{helper_id.replace('.', '_')}_{digest}"
+    pending = (njit(inline="always")(impl), njit(fastmath=True)(helper))
+    kernel = _generate(name, ex_id, helper_id, pending, params, ", fastmath=True")
+    _kernels[key] = kernel
+    return kernel
+
+
+def _only_raises(fn) -> bool:
+    """True for an untouched stub: a docstring and ``raise NotImplementedError(...)``."""
+    try:
+        body = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0].body
+    except (OSError, TypeError, SyntaxError):
+        return False
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return (
+        len(body) == 1
+        and isinstance(body[0], ast.Raise)
+        and "NotImplementedError" in ast.unparse(body[0])
+    )
+
+
+def _generate(name: str, ex_id: str, op: str, pending: tuple, params: str, flags: str):
+    PENDING[name] = pending
+    source = _TEMPLATE.format(ex_id=ex_id, op=op, params=params, flags=flags)
     path = generated_dir() / f"{name}.py"
     if not path.exists() or path.read_text() != source:
         # write once, atomically: Numba's cache is keyed on the file's timestamp
@@ -105,7 +154,6 @@ def elementwise(ex_id: str, op_name: str, scalar: Callable) -> Callable:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # Numba's cache finds the module by name when it loads
     spec.loader.exec_module(module)
-    _kernels[key] = module.kernel
     return module.kernel
 
 

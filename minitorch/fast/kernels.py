@@ -1,4 +1,4 @@
-"""Chapter 3, exercises 3.1-3.9: kernels that Numba compiles to parallel machine code.
+"""Chapter 3, exercises 3.1-3.11: kernels that Numba compiles to parallel machine code.
 
 Every exercise here is a plain Python function over numpy arrays. The Numba
 backend (``backend.py``) compiles whichever implementation the mode selects
@@ -73,39 +73,77 @@ def tensor_reduce(fn, start, out, out_shape, out_strides, a, a_shape, a_strides,
 
 
 @exercise("3.4")
-def matmul(out, a, b):
-    """Batched matrix product ``out[bi] = a[bi] @ b[bi]`` on 3-D C-contiguous arrays.
+def matmul_simple(out, a, b):
+    """Batched matrix product ``out[bi] = a[bi] @ b[bi]`` on 3-D C-contiguous arrays, loop order first.
 
     ``out`` is (B, n, m); ``a`` is (B, n, k) or (1, n, k); ``b`` is (B, k, m)
     or (1, k, m): a batch of 1 broadcasts to every ``bi`` (the backend has
-    already flattened and broadcast the batch dimensions).
+    already flattened and broadcast the batch dimensions). The backend uses
+    this kernel for small products, where packing (3.6) costs more than it saves.
 
-    Make it fast (the graded benchmark wants a good fraction of BLAS on one thread):
-      * pack: copy ``b`` transposed into a buffer ``bt`` of shape (b's batch, m, k),
-        16 values of k at a time so each run of writes fills a cache line. Now ``out[bi, i, j]`` is a
-        dot product of two contiguous rows, ``a[ai, i]`` and ``bt[bj, j]``: a loop
-        over k at unit stride, which the compiler vectorises (it may reorder
-        the sum: the backend compiles with ``fastmath``);
-      * register tile: compute a 4 x 4 block of ``out`` at once, 16 local scalar
-        accumulators in one loop over k. Each step loads 4 values of ``a`` and 4
-        of ``bt`` for 16 multiply-adds, and the accumulators stay in registers
-        (a local array would not: every update would go through memory).
-        Start them from a zero of ``out``'s dtype (``np.zeros(1, out.dtype)[0]``):
-        a literal ``0.0`` is float64 and turns float32 sums into float64 ones,
-        half as many values per vector instruction;
-      * cache blocks: ``prange`` over (batch, group of 64 rows); a group walks
-        ``bt`` in panels of 128 columns by 1024 values of k that stay in L2 cache,
-        while each 4-row strip of ``a`` stays in L1 across the panel's columns
-        (zero ``out`` first and add each k-block's tile to it);
-      * edges: rows and columns left over from the 4 x 4 tiles take a plain dot
-        product per element.
+    No tiles, no packing: the point is the loop order. The textbook order
+    (for ``i``, for ``j``, sum over ``k``) reads ``b[k, j]`` down a column, one
+    cache line per multiply-add. Choose an order whose innermost loop walks
+    ``out``, ``a`` and ``b`` at unit stride, so the compiler can vectorise it,
+    and give each ``prange`` iteration its own rows of ``out``.
+    Accumulate in ``out``'s dtype (a literal ``0.0`` is float64).
 
     Example: ``a = [[[1, 2], [3, 4]]]``, ``b = [[[1, 0], [0, 1]]]`` gives ``out = a``.
     """
-    raise NotImplementedError("Exercise 3.4: matmul")
+    raise NotImplementedError("Exercise 3.4: matmul_simple")
 
 
 @exercise("3.5")
+def matmul_tile(out, a, bt, i, j, k0, k1):
+    """The register-tile micro-kernel: add a 4 x 4 block of products into ``out``.
+
+    ``out`` is (n, m), ``a`` is (n, k) and ``bt`` is ``b`` packed transposed,
+    (m, k): row ``j`` of ``bt`` is column ``j`` of ``b``. Add, for ``r`` and
+    ``c`` in 0..3, the partial dot product over ``k0 <= k < k1``::
+
+        out[i + r, j + c] += sum_k a[i + r, k] * bt[j + c, k]
+
+    and touch nothing else (the caller guarantees ``i + 4 <= n``, ``j + 4 <= m``).
+
+    Why a tile: one pass over ``k`` loads 4 values of ``a`` and 4 of ``bt``
+    for 16 multiply-adds, four times the arithmetic per load of a dot product.
+    It pays only if the 16 running sums stay in registers: keep them in 16
+    local scalars (a local array lives in memory), started from a zero of
+    ``out``'s dtype (``np.zeros(1, out.dtype)[0]``; a float64 ``0.0`` halves
+    the values per vector instruction), and write ``out`` once at the end.
+
+    Example: with ``out`` zero, ``a = ones((4, 8))``, ``bt = ones((4, 8))``,
+    ``(i, j, k0, k1) = (0, 0, 2, 5)`` sets every ``out[r, c]`` to 3.
+    """
+    raise NotImplementedError("Exercise 3.5: matmul_tile")
+
+
+@exercise("3.6")
+def matmul(tile, out, a, b):
+    """The fast batched matmul: pack, block for the caches, and call the tile (3.5).
+
+    Shapes as in :func:`matmul_simple`. ``tile`` is the compiled
+    :func:`matmul_tile` (yours or the reference): call
+    ``tile(out[bi], a[ai], bt[bj], i, j, k0, k1)`` for every full 4 x 4 block.
+    The graded benchmark wants a good fraction of one-thread BLAS.
+
+    * pack: copy ``b`` transposed into ``bt`` of shape (b's batch, m, k), 16
+      values of k at a time so each run of writes fills a cache line: every
+      output element becomes a dot product of two contiguous rows;
+    * cache blocks: ``prange`` over (batch, group of 64 rows); a group walks
+      ``bt`` in panels of 128 columns by 1024 values of k that stay in L2,
+      while each 4-row strip of ``a`` stays in L1 across the panel's columns.
+      Zero ``out`` first: the tile adds each k-block's products;
+    * edges: rows and columns left over from the 4 x 4 tiles take a plain dot
+      product per element (over the same k-block).
+
+    Example: as :func:`matmul_simple`; a (1, 5, 9) times (1, 9, 6) product
+    uses one tile and dot products for the fifth row and last two columns.
+    """
+    raise NotImplementedError("Exercise 3.6: matmul")
+
+
+@exercise("3.7")
 def conv2d(out, x, w, stride, padding):
     """2-D convolution (cross-correlation, as in every DL framework), NCHW.
 
@@ -120,10 +158,10 @@ def conv2d(out, x, w, stride, padding):
 
     Example: a 1x1 kernel of weight 2 with stride 1, padding 0 doubles ``x``.
     """
-    raise NotImplementedError("Exercise 3.5: conv2d")
+    raise NotImplementedError("Exercise 3.7: conv2d")
 
 
-@exercise("3.6")
+@exercise("3.8")
 def max_pool2d(out, x, kh, kw, sh, sw):
     """Max pooling: ``out[n, c, oh, ow] = max of x[n, c, oh*sh : oh*sh+kh, ow*sw : ow*sw+kw]``.
 
@@ -132,10 +170,10 @@ def max_pool2d(out, x, kh, kw, sh, sw):
 
     Example: a (1, 1, 2, 2) input ``[[1, 5], [3, 2]]`` with a 2x2 window gives ``[[5]]``.
     """
-    raise NotImplementedError("Exercise 3.6: max_pool2d")
+    raise NotImplementedError("Exercise 3.8: max_pool2d")
 
 
-@exercise("3.7")
+@exercise("3.9")
 def avg_pool2d(out, x, kh, kw, sh, sw):
     """Average pooling: the mean of each ``kh x kw`` window, stepping ``sh``, ``sw``.
 
@@ -143,10 +181,10 @@ def avg_pool2d(out, x, kh, kw, sh, sw):
 
     Example: ``[[1, 5], [3, 2]]`` with a 2x2 window gives ``[[2.75]]``.
     """
-    raise NotImplementedError("Exercise 3.7: avg_pool2d")
+    raise NotImplementedError("Exercise 3.9: avg_pool2d")
 
 
-@exercise("3.8")
+@exercise("3.10")
 def softmax(out, x):
     """Row-wise softmax of a 2-D C-contiguous ``x`` into ``out`` (same shape), numerically stable.
 
@@ -157,10 +195,10 @@ def softmax(out, x):
 
     Example: ``[[1000.0, 1000.0]]`` gives ``[[0.5, 0.5]]`` (not nan).
     """
-    raise NotImplementedError("Exercise 3.8: softmax")
+    raise NotImplementedError("Exercise 3.10: softmax")
 
 
-@exercise("3.9")
+@exercise("3.11")
 def logsumexp(out, x):
     """Row-wise ``log(sum_j exp(x[r, j]))`` of a 2-D ``x`` into 1-D ``out``, numerically stable.
 
@@ -170,4 +208,4 @@ def logsumexp(out, x):
 
     Example: ``[[1000.0, 1000.0]]`` gives ``[1000.6931]``.
     """
-    raise NotImplementedError("Exercise 3.9: logsumexp")
+    raise NotImplementedError("Exercise 3.11: logsumexp")

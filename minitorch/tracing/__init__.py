@@ -8,7 +8,15 @@ from .interpreter import CompiledGraph, interpret, run_node
 from .jit import ExplainOutput, JitFunction, cache_key, explain, guard_failures, jit
 from .passes import topological_sort, verify_graph
 from .shapes import infer_matmul, infer_reduce
-from .tracer import Break, GraphBreakError, Proxy, Tracer, record_op, trace_function
+from .tracer import (
+    Break,
+    GraphBreakError,
+    Proxy,
+    Tracer,
+    record_op,
+    split_at_break,
+    trace_function,
+)
 
 # What ``from minitorch.tracing import *`` (and so ``minitorch``) exports; the exercise
 # functions stay under ``minitorch.tracing``.

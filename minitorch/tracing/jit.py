@@ -3,8 +3,7 @@
 The cache key (exercise 5.7) describes every argument: a tensor by its shape,
 dtype and device, anything else by its value (non-tensor arguments are
 *static*: baked into the graph). When a key misses the cache but an older one
-exists, the function is traced again and :func:`guard_failures` (exercise 5.8)
-says why. After ``cache_limit`` (8) signatures the function runs eagerly, with
+exists, the function is traced again and :func:`guard_failures` says why. After ``cache_limit`` (8) signatures the function runs eagerly, with
 one warning.
 """
 
@@ -53,30 +52,39 @@ def cache_key(args: tuple) -> tuple:
     raise NotImplementedError("Exercise 5.7: cache_key")
 
 
-@exercise("5.8")
 def guard_failures(names: list[str], old: tuple, new: tuple) -> list[str]:
     """Why the cache key ``new`` does not match ``old``: one message per failed guard.
 
-    ``names[i]`` is the name of argument ``i``. Compare entry by entry:
-
-    * two tensors: for each of ``shape``, ``dtype``, ``device`` that differs,
-      ``"x.shape changed from (2, 3) to (4, 3)"`` (``repr`` of the old and new
-      shape tuple; dtype and device as their names, e.g. ``float32``);
-    * two static values: ``"n changed from 3 to 4"`` (``repr`` of the values),
-      or ``"n changed type from int to float"`` when the type names differ;
-    * a tensor and a static value: ``"x changed from a tensor to a static int"``
-      or ``"x changed from a static int to a tensor"``;
-    * a different number of arguments: the single message
-      ``"the number of arguments changed from 2 to 3"``.
-
-    Equal keys give ``[]``.
+    ``names[i]`` is the name of argument ``i``. ``[]`` for equal keys.
 
     Example:
         >>> guard_failures(["x"], (("tensor", (2, 3), "float32", "cpu"),),
         ...                       (("tensor", (4, 3), "float32", "cpu"),))
         ['x.shape changed from (2, 3) to (4, 3)']
     """
-    raise NotImplementedError("Exercise 5.8: guard_failures")
+    if len(old) != len(new):
+        return [f"the number of arguments changed from {len(old)} to {len(new)}"]
+    out = []
+    for name, a, b in zip(names, old, new):
+        if a == b:
+            continue
+        if a[0] == "tensor" and b[0] == "tensor":
+            for field, x, y in zip(("shape", "dtype", "device"), a[1:], b[1:]):
+                if x != y:
+                    out.append(
+                        f"{name}.{field} changed from {x if field != 'shape' else repr(x)}"
+                        f" to {y if field != 'shape' else repr(y)}"
+                    )
+        elif a[0] == "static" and b[0] == "static":
+            if a[1] != b[1]:
+                out.append(f"{name} changed type from {a[1]} to {b[1]}")
+            else:
+                out.append(f"{name} changed from {a[2]!r} to {b[2]!r}")
+        elif a[0] == "tensor":
+            out.append(f"{name} changed from a tensor to a static {b[1]}")
+        else:
+            out.append(f"{name} changed from a static {a[1]} to a tensor")
+    return out
 
 
 # ---------------------------------------------------------------- argument binding

@@ -2,13 +2,13 @@
 
 A :class:`Proxy` is a :class:`Tensor` without data. Every op on it reaches
 ``dispatch``, which hands the call to ``Proxy.__minitorch_dispatch__`` and so to
-:func:`record_op` (exercise 5.1): infer the output spec with the registry's shape
-function, append a node, return a new Proxy.
+:func:`record_op` (exercise 5.1), which appends a node and returns a new Proxy.
 
 Reading a value (``bool``, ``if``, ``while``, ``.item()``) cannot be recorded: it is
 a *graph break*. With ``fullgraph=True`` that is an error. Otherwise the tracer
 closes the current graph, computes the value for real (from the concrete inputs it
-was given), lets Python decide, and starts a new graph whose inputs are the values
+was given), lets Python decide, and starts a new graph (:func:`split_at_break`,
+exercise 5.8) whose inputs are the values
 that flow across the break. Results are always those of eager execution.
 """
 
@@ -233,9 +233,9 @@ class Tracer:
         self.breaks: list[Break] = []
         self._concrete = concrete  # list of input tensors, matched to graphs[0].inputs
         self._values: dict[Node, Tensor] = {}
-        self._crossing: dict[Node, Node] = {}  # node of an older graph -> input of the current
+        self.crossing: dict[Node, Node] = {}  # node of an older graph -> input of the current
         self._sources: dict[Node, Node] = {}  # input of a later graph -> node it stands for
-        self._broken: list[Node] = []  # nodes whose value Python read at a break
+        self.broken: list[Node] = []  # nodes whose value Python read at a break
         # tensors read from outside the call (globals, closures, module attributes) that
         # become graph inputs: id -> (path, name, tensor), filled in by jit before tracing
         self.external: dict[int, tuple] = {}
@@ -257,10 +257,10 @@ class Tracer:
             node = x.node
             if node.graph is self.graph:
                 return node
-            inner = self._crossing.get(node)
+            inner = self.crossing.get(node)
             if inner is None:  # a value flowing across a graph break
                 inner = self.graph.add_input(node.spec)
-                self._crossing[node] = inner
+                self.crossing[node] = inner
                 self._sources[inner] = node
             return inner
         if isinstance(x, Tensor):
@@ -336,15 +336,7 @@ class Tracer:
                 f"graph break at {where}: {reason} needs a value the trace does not have "
                 f"({self.why}). Hint: {hint}"
             )
-        self.breaks.append(Break(reason, where))
-        self._broken.append(p.node)
-        value = self.evaluate(p.node)
-        for n in self.graph.nodes:  # now, as eager did: Python may mutate state after the break
-            self.evaluate(n)
-        self.graph = Graph(f"{self.name}_{len(self.graphs)}")
-        self.graphs.append(self.graph)
-        self._crossing = {}
-        return value
+        return split_at_break(self, p, reason, where)
 
     def evaluate(self, node: Node) -> Tensor:
         """The concrete value of ``node``, computed from the concrete inputs (memoised)."""
@@ -388,7 +380,7 @@ class Tracer:
     def finish(self, leaves: list[Node]) -> list[Graph]:
         """Set each graph's outputs: the values later graphs, breaks or the result use."""
         needed: dict[Graph, list[Node]] = {g: [] for g in self.graphs}
-        for n in list(self._sources.values()) + self._broken + leaves:
+        for n in list(self._sources.values()) + self.broken + leaves:
             if n.graph in needed and n not in needed[n.graph]:
                 needed[n.graph].append(n)
         for g in self.graphs:
@@ -412,29 +404,65 @@ def tracing() -> bool:
 
 @exercise("5.1")
 def record_op(tracer: Tracer, op: OpDef, inputs: tuple, attrs: dict) -> Proxy:
-    """Record one op call into ``tracer.graph`` and return the Proxy of its result.
+    """The tracer's dispatch override: record one op call and return the Proxy of its result.
 
-    This is the tracer's dispatch handler: ``dispatch`` calls it whenever one of
-    ``inputs`` is a :class:`Proxy`. Nothing is computed. The steps:
+    ``dispatch`` calls this instead of a kernel whenever one of ``inputs`` is a
+    :class:`Proxy` (see ``Proxy.__minitorch_dispatch__``). Design it from the
+    tools at hand: :class:`Tracer` (``graph``, ``lift``, ``proxy``),
+    :class:`~minitorch.tracing.graph.Graph` (``add_node``) and the registry's
+    :class:`OpDef` (``bind``, ``infer``). The contract, which the tests check:
 
-    1. turn every input into a node of the current graph with ``tracer.lift(x)``
-       (a Proxy gives its node, a concrete Tensor becomes a ``const`` node);
-    2. fill in and check the attributes: ``attrs = op.bind(attrs, specs)`` where
-       ``specs`` are the input nodes' ``.spec`` (this also normalises, e.g. axes);
-    3. infer the output: ``spec = op.infer(*specs, **attrs)`` -- the very function
-       eager mode uses, so shapes and errors agree with eager;
-    4. append the node: ``tracer.graph.add_node(op.name, input_nodes, attrs, spec)``;
-    5. return ``tracer.proxy(node)``.
+    * nothing is computed: no kernel runs and no value is read;
+    * the current graph (``tracer.graph``, which changes at each graph break)
+      gains exactly one node, for ``op``, whose inputs are the nodes *of that
+      graph* standing for ``inputs``, in order: a Proxy from before a break
+      and a plain Tensor (a constant, or a parameter read from outside the call)
+      get one too;
+    * the node's attributes are the complete, normalised ones eager's kernel
+      would get (defaults filled in, ``axis=-1`` as ``(1,)``), so that two
+      calls that mean the same thing record the same node;
+    * its spec (shape, dtype, device) is what eager's result would have,
+      inferred statically: a bad call raises eager's ``OpError`` at trace time;
+    * the result is a Proxy of that node, so that the next op records too.
 
     Example:
         >>> t = Tracer(); x = t.input(Spec((2, 3), minitorch.float32))
         >>> y = record_op(t, get_op("sum"), (x,), {"axis": 1})
         >>> y.shape, t.graph.op_names()
         ((2,), ['sum'])
-
-    Hint: do not call ``op.check`` (it needs real values) nor any kernel.
     """
     raise NotImplementedError("Exercise 5.1: record_op")
+
+
+@exercise("5.8")
+def split_at_break(tracer: Tracer, p: Proxy, reason: str, where: str) -> Tensor:
+    """Split the trace where Python needs the value of ``p`` (a graph break).
+
+    ``Proxy.__bool__``, ``.item()`` and the like call this (through
+    ``Tracer.graph_break``, which has already refused breaks under
+    ``fullgraph=True``). Return the concrete value of ``p`` and leave the
+    tracer recording into a fresh graph, so that one call yields a sequence of
+    graphs that together compute what eager computes. The contract:
+
+    * the value: ``tracer.evaluate(node)`` computes any node from the call's
+      real inputs (memoised); return ``p``'s value as a Tensor;
+    * the record: append ``Break(reason, where)`` to ``tracer.breaks``, and add
+      ``p``'s node to ``tracer.broken`` (the values Python read: ``finish``
+      makes them outputs of their graph);
+    * the cut: the ops after the break go into a new ``Graph`` named
+      ``f"{tracer.name}_{k}"`` with ``k`` its position in ``tracer.graphs``
+      (append it there and make it ``tracer.graph``). A value of an older graph
+      that a later op uses enters the new graph as an input, once per graph:
+      ``tracer.lift`` does that through ``tracer.crossing`` (older node ->
+      input of the current graph), so that map must describe the current graph;
+    * eager's order of effects: Python code after the break may update state
+      in place (an optimizer step, ``assign_``). Every value of the graph being
+      closed must already be what eager computed before that code ran.
+
+    Example: tracing ``y = x * 2; if y.sum() > 0: y = y + 1`` gives two graphs,
+    ``[mul, sum]`` and ``[add]``, the second with one input (``y``).
+    """
+    raise NotImplementedError("Exercise 5.8: split_at_break")
 
 
 def trace_function(fn, specs: list[Spec], names=None, name=None, why=None) -> Graph:
@@ -504,4 +532,13 @@ def _find_proxy(x, depth: int = 3):
     return None
 
 
-__all__ = ["Break", "GraphBreakError", "Proxy", "Tracer", "record_op", "trace_function", "tracing"]
+__all__ = [
+    "Break",
+    "GraphBreakError",
+    "Proxy",
+    "Tracer",
+    "record_op",
+    "split_at_break",
+    "trace_function",
+    "tracing",
+]

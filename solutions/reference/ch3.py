@@ -109,7 +109,71 @@ def tensor_reduce(fn, start, out, out_shape, out_strides, a, a_shape, a_strides,
         out[o] = acc
 
 
-def matmul(out, a, b):
+def matmul_simple(out, a, b):
+    batch, n, m = out.shape
+    depth = a.shape[2]
+    zero = np.zeros(1, dtype=out.dtype)[0]
+    for t in prange(batch * n):
+        bi = t // n
+        i = t % n
+        ai = bi if a.shape[0] > 1 else 0
+        bj = bi if b.shape[0] > 1 else 0
+        row = out[bi, i]
+        row[:] = zero
+        # i-k-j: the inner loop adds a multiple of row k of b to row i of out,
+        # both contiguous, so it vectorises; b is read row by row.
+        for k in range(depth):
+            x = a[ai, i, k]
+            y = b[bj, k]
+            for j in range(m):
+                row[j] += x * y[j]
+
+
+def matmul_tile(out, a, bt, i, j, k0, k1):
+    x0, x1, x2, x3 = a[i, k0:k1], a[i + 1, k0:k1], a[i + 2, k0:k1], a[i + 3, k0:k1]
+    y0, y1, y2, y3 = bt[j, k0:k1], bt[j + 1, k0:k1], bt[j + 2, k0:k1], bt[j + 3, k0:k1]
+    zero = np.zeros(1, dtype=out.dtype)[0]  # accumulate in out's precision
+    # 16 scalars, not a local array: the compiler keeps them in vector registers
+    c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = zero
+    c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = zero
+    for k in range(k1 - k0):
+        p0, p1, p2, p3 = x0[k], x1[k], x2[k], x3[k]
+        q0, q1, q2, q3 = y0[k], y1[k], y2[k], y3[k]
+        c00 += p0 * q0
+        c01 += p0 * q1
+        c02 += p0 * q2
+        c03 += p0 * q3
+        c10 += p1 * q0
+        c11 += p1 * q1
+        c12 += p1 * q2
+        c13 += p1 * q3
+        c20 += p2 * q0
+        c21 += p2 * q1
+        c22 += p2 * q2
+        c23 += p2 * q3
+        c30 += p3 * q0
+        c31 += p3 * q1
+        c32 += p3 * q2
+        c33 += p3 * q3
+    out[i, j] += c00
+    out[i, j + 1] += c01
+    out[i, j + 2] += c02
+    out[i, j + 3] += c03
+    out[i + 1, j] += c10
+    out[i + 1, j + 1] += c11
+    out[i + 1, j + 2] += c12
+    out[i + 1, j + 3] += c13
+    out[i + 2, j] += c20
+    out[i + 2, j + 1] += c21
+    out[i + 2, j + 2] += c22
+    out[i + 2, j + 3] += c23
+    out[i + 3, j] += c30
+    out[i + 3, j + 1] += c31
+    out[i + 3, j + 2] += c32
+    out[i + 3, j + 3] += c33
+
+
+def matmul(tile, out, a, b):
     batch, n, m = out.shape
     depth = a.shape[2]
     nb = b.shape[0]
@@ -126,17 +190,16 @@ def matmul(out, a, b):
                 bt[bj, j, k] = b[bj, k, j]
     # A task is a group of 64 rows of out. It walks bt in panels of 128 columns
     # by 1024 k (they stay in L2); each 4-row strip of a (in L1) meets every
-    # 4-column strip of the panel, their 4 x 4 products summed in 16 local
-    # scalars that the compiler keeps in vector registers.
+    # 4-column strip of the panel in the tile.
     cols, deep, group = 128, 1024, 64
     groups = (n + group - 1) // group
-    zero = np.zeros(1, dtype=out.dtype)[0]  # accumulate in out's precision
+    zero = np.zeros(1, dtype=out.dtype)[0]
     for t in prange(batch * groups):
         bi = t // groups
         g0 = (t % groups) * group
         g1 = min(g0 + group, n)
-        ai = bi if a.shape[0] > 1 else 0
-        bj = bi if nb > 1 else 0
+        x = a[bi if a.shape[0] > 1 else 0]
+        y = bt[bi if nb > 1 else 0]
         o = out[bi]
         o[g0:g1, :] = zero
         for j0 in range(0, m, cols):
@@ -144,67 +207,17 @@ def matmul(out, a, b):
             j4 = j0 + (j1 - j0) // 4 * 4  # end of the full 4-column strips
             for k0 in range(0, depth, deep):
                 k1 = min(k0 + deep, depth)
-                for i in range(g0, g1, 4):
-                    if i + 4 > g1:  # the last rows: one dot product per element
-                        for r in range(i, g1):
-                            x = a[ai, r, k0:k1]
-                            for j in range(j0, j1):
-                                y = bt[bj, j, k0:k1]
-                                s = zero
-                                for k in range(k1 - k0):
-                                    s += x[k] * y[k]
-                                o[r, j] += s
-                        break
-                    x0, x1 = a[ai, i, k0:k1], a[ai, i + 1, k0:k1]
-                    x2, x3 = a[ai, i + 2, k0:k1], a[ai, i + 3, k0:k1]
+                i4 = g0 + (g1 - g0) // 4 * 4  # end of the full 4-row strips
+                for i in range(g0, i4, 4):
                     for j in range(j0, j4, 4):
-                        y0, y1 = bt[bj, j, k0:k1], bt[bj, j + 1, k0:k1]
-                        y2, y3 = bt[bj, j + 2, k0:k1], bt[bj, j + 3, k0:k1]
-                        c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = zero
-                        c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = zero
-                        for k in range(k1 - k0):
-                            p0, p1, p2, p3 = x0[k], x1[k], x2[k], x3[k]
-                            q0, q1, q2, q3 = y0[k], y1[k], y2[k], y3[k]
-                            c00 += p0 * q0
-                            c01 += p0 * q1
-                            c02 += p0 * q2
-                            c03 += p0 * q3
-                            c10 += p1 * q0
-                            c11 += p1 * q1
-                            c12 += p1 * q2
-                            c13 += p1 * q3
-                            c20 += p2 * q0
-                            c21 += p2 * q1
-                            c22 += p2 * q2
-                            c23 += p2 * q3
-                            c30 += p3 * q0
-                            c31 += p3 * q1
-                            c32 += p3 * q2
-                            c33 += p3 * q3
-                        o[i, j] += c00
-                        o[i, j + 1] += c01
-                        o[i, j + 2] += c02
-                        o[i, j + 3] += c03
-                        o[i + 1, j] += c10
-                        o[i + 1, j + 1] += c11
-                        o[i + 1, j + 2] += c12
-                        o[i + 1, j + 3] += c13
-                        o[i + 2, j] += c20
-                        o[i + 2, j + 1] += c21
-                        o[i + 2, j + 2] += c22
-                        o[i + 2, j + 3] += c23
-                        o[i + 3, j] += c30
-                        o[i + 3, j + 1] += c31
-                        o[i + 3, j + 2] += c32
-                        o[i + 3, j + 3] += c33
-                    for j in range(j4, j1):  # the last columns: one dot product each
-                        y = bt[bj, j, k0:k1]
-                        for r in range(i, i + 4):
-                            x = a[ai, r, k0:k1]
-                            s = zero
-                            for k in range(k1 - k0):
-                                s += x[k] * y[k]
-                            o[r, j] += s
+                        tile(o, x, y, i, j, k0, k1)
+                # edges: one dot product per element
+                for r in range(g0, g1):
+                    for j in range(j0 if r >= i4 else j4, j1):
+                        s = zero
+                        for k in range(k0, k1):
+                            s += x[r, k] * y[j, k]
+                        o[r, j] += s
 
 
 def conv2d(out, x, w, stride, padding):

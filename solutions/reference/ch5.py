@@ -8,7 +8,9 @@ from minitorch.core.registry import Spec, get_op
 from minitorch.core.tensor import Tensor
 from minitorch.tensor.indexing import broadcast_shape
 from minitorch.tracing.control import trace_branch
+from minitorch.tracing.graph import Graph
 from minitorch.tracing.interpreter import run_node
+from minitorch.tracing.tracer import Break
 
 
 def record_op(tracer, op, inputs, attrs):
@@ -187,30 +189,16 @@ def cache_key(args):
     return tuple(key)
 
 
-def guard_failures(names, old, new):
-    if len(old) != len(new):
-        return [f"the number of arguments changed from {len(old)} to {len(new)}"]
-    out = []
-    for name, a, b in zip(names, old, new):
-        if a == b:
-            continue
-        if a[0] == "tensor" and b[0] == "tensor":
-            for field, x, y in zip(("shape", "dtype", "device"), a[1:], b[1:]):
-                if x != y:
-                    out.append(
-                        f"{name}.{field} changed from {x if field != 'shape' else repr(x)}"
-                        f" to {y if field != 'shape' else repr(y)}"
-                    )
-        elif a[0] == "static" and b[0] == "static":
-            if a[1] != b[1]:
-                out.append(f"{name} changed type from {a[1]} to {b[1]}")
-            else:
-                out.append(f"{name} changed from {a[2]!r} to {b[2]!r}")
-        elif a[0] == "tensor":
-            out.append(f"{name} changed from a tensor to a static {b[1]}")
-        else:
-            out.append(f"{name} changed from a static {a[1]} to a tensor")
-    return out
+def split_at_break(tracer, p, reason, where):
+    tracer.breaks.append(Break(reason, where))
+    tracer.broken.append(p.node)
+    value = tracer.evaluate(p.node)
+    for n in tracer.graph.nodes:  # now, as eager did: Python may mutate state after the break
+        tracer.evaluate(n)
+    tracer.graph = Graph(f"{tracer.name}_{len(tracer.graphs)}")
+    tracer.graphs.append(tracer.graph)
+    tracer.crossing = {}  # older values enter the new graph afresh
+    return value
 
 
 def trace_cond(tracer, pred, true_fn, false_fn, operands):

@@ -10,7 +10,7 @@ instead of a crash.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from minitorch.fast.indexing import broadcast_index, index_to_position, to_index
 
@@ -261,73 +261,160 @@ def tensor_reduce_short(fn, start, out, out_shape, out_strides, a, a_shape, a_st
         out[index_to_position(index, out_strides)] = acc
 
 
-# ---------------------------------------------------------------- 3.4 matmul
+# ---------------------------------------------------------------- 3.4 matmul_simple
 
 
 @mutant("3.4", "a's batch index always 0: a batched a is not used")
-def matmul(out, a, b):
+def matmul_simple(out, a, b):
     batch, n, m = out.shape
-    depth = a.shape[2]
     for t in prange(batch * n):
         bi, i = t // n, t % n
         bj = bi if b.shape[0] > 1 else 0
-        for j in range(m):
-            s = 0.0
-            for k in range(depth):
-                s += a[0, i, k] * b[bj, k, j]
-            out[bi, i, j] = s
+        out[bi, i, :] = 0.0
+        for k in range(a.shape[2]):
+            for j in range(m):
+                out[bi, i, j] += a[0, i, k] * b[bj, k, j]
 
 
-@mutant("3.4", "b's batch index always 0: a batched b is not used")
-def matmul_b_batch(out, a, b):
+@mutant("3.4", "i-k-j without zeroing the row first: adds to whatever out held")
+def matmul_simple_no_zero(out, a, b):
     batch, n, m = out.shape
-    depth = a.shape[2]
     for t in prange(batch * n):
         bi, i = t // n, t % n
         ai = bi if a.shape[0] > 1 else 0
-        for j in range(m):
-            s = 0.0
-            for k in range(depth):
-                s += a[ai, i, k] * b[0, k, j]
-            out[bi, i, j] = s
+        bj = bi if b.shape[0] > 1 else 0
+        for k in range(a.shape[2]):
+            for j in range(m):
+                out[bi, i, j] += a[ai, i, k] * b[bj, k, j]
 
 
 @mutant("3.4", "off by one: the last k of each dot product skipped")
-def matmul_short(out, a, b):
+def matmul_simple_short(out, a, b):
     batch, n, m = out.shape
-    depth = a.shape[2]
     for t in prange(batch * n):
         bi, i = t // n, t % n
         ai = bi if a.shape[0] > 1 else 0
         bj = bi if b.shape[0] > 1 else 0
-        for j in range(m):
+        out[bi, i, :] = 0.0
+        for k in range(a.shape[2] - 1):
+            for j in range(m):
+                out[bi, i, j] += a[ai, i, k] * b[bj, k, j]
+
+
+@mutant("3.4", "b's batch index always 0: a batched b is not used")
+def matmul_simple_b_batch(out, a, b):
+    batch, n, m = out.shape
+    for t in prange(batch * n):
+        bi, i = t // n, t % n
+        ai = bi if a.shape[0] > 1 else 0
+        out[bi, i, :] = 0.0
+        for k in range(a.shape[2]):
+            for j in range(m):
+                out[bi, i, j] += a[ai, i, k] * b[0, k, j]
+
+
+# ---------------------------------------------------------------- 3.5 matmul_tile
+
+
+@mutant("3.5", "= for +=: the tile overwrites out instead of adding to it")
+def matmul_tile(out, a, bt, i, j, k0, k1):
+    for r in range(4):
+        for c in range(4):
             s = 0.0
-            for k in range(depth - 1):
-                s += a[ai, i, k] * b[bj, k, j]
-            out[bi, i, j] = s
+            for k in range(k0, k1):
+                s += a[i + r, k] * bt[j + c, k]
+            out[i + r, j + c] = s
 
 
-@mutant("3.4", "blocked by 4 rows: the rows after the last full block are left as they were")
-def matmul_blocks(out, a, b):
+@mutant("3.5", "k counted from 0, not from k0: the wrong slice of the depth")
+def matmul_tile_from_zero(out, a, bt, i, j, k0, k1):
+    for r in range(4):
+        for c in range(4):
+            s = 0.0
+            for k in range(k1 - k0):
+                s += a[i + r, k] * bt[j + c, k]
+            out[i + r, j + c] += s
+
+
+@mutant("3.5", "the block written transposed: out[i + c, j + r]")
+def matmul_tile_transposed(out, a, bt, i, j, k0, k1):
+    for r in range(4):
+        for c in range(4):
+            s = 0.0
+            for k in range(k0, k1):
+                s += a[i + r, k] * bt[j + c, k]
+            out[i + c, j + r] += s
+
+
+@mutant("3.5", "a 4 x 3 tile: the fourth column of the block is never added")
+def matmul_tile_three(out, a, bt, i, j, k0, k1):
+    for r in range(4):
+        for c in range(3):
+            s = 0.0
+            for k in range(k0, k1):
+                s += a[i + r, k] * bt[j + c, k]
+            out[i + r, j + c] += s
+
+
+# ---------------------------------------------------------------- 3.6 matmul
+
+
+@njit
+def _blocked(tile, out, a, b, zero_first, edge_cols, all_k, a_batch):
+    # the reference's structure with switches for the mistakes below
     batch, n, m = out.shape
     depth = a.shape[2]
-    out[:] = 0.0
-    full = n // 4 * 4
-    for t in prange(batch * full):
-        bi, i = t // full, t % full
-        ai = bi if a.shape[0] > 1 else 0
-        bj = bi if b.shape[0] > 1 else 0
+    nb = b.shape[0]
+    bt = np.empty((nb, m, depth), dtype=out.dtype)
+    for bj in range(nb):
         for j in range(m):
-            s = 0.0
             for k in range(depth):
-                s += a[ai, i, k] * b[bj, k, j]
-            out[bi, i, j] = s
+                bt[bj, j, k] = b[bj, k, j]
+    deep = 1024
+    for bi in prange(batch):
+        x = a[bi if a.shape[0] > 1 and a_batch else 0]
+        y = bt[bi if nb > 1 else 0]
+        o = out[bi]
+        if zero_first:
+            o[:, :] = 0.0
+        n4, m4 = n // 4 * 4, m // 4 * 4
+        for k0 in range(0, depth if all_k else 1, deep):
+            k1 = min(k0 + deep, depth)
+            for i in range(0, n4, 4):
+                for j in range(0, m4, 4):
+                    tile(o, x, y, i, j, k0, k1)
+            for r in range(n):
+                for j in range(0 if r >= n4 else m4, m if edge_cols else m4):
+                    s = 0.0
+                    for k in range(k0, k1):
+                        s += x[r, k] * y[j, k]
+                    o[r, j] += s
 
 
-# ---------------------------------------------------------------- 3.5 conv2d
+@mutant("3.6", "out never zeroed: the tiles add to whatever the buffer held")
+def matmul(tile, out, a, b):
+    _blocked(tile, out, a, b, False, True, True, True)
 
 
-@mutant("3.5", "padding ignored when placing the window")
+@mutant("3.6", "the columns after the last full 4-column strip are left out")
+def matmul_no_edge_columns(tile, out, a, b):
+    _blocked(tile, out, a, b, True, False, True, True)
+
+
+@mutant("3.6", "only the first k-block of 1024 is summed")
+def matmul_first_k_block(tile, out, a, b):
+    _blocked(tile, out, a, b, True, True, False, True)
+
+
+@mutant("3.6", "a's batch index always 0: a batched a is not used")
+def matmul_a_batch(tile, out, a, b):
+    _blocked(tile, out, a, b, True, True, True, False)
+
+
+# ---------------------------------------------------------------- 3.7 conv2d
+
+
+@mutant("3.7", "padding ignored when placing the window")
 def conv2d(out, x, w, stride, padding):
     n_batch, n_out, oh_n, ow_n = out.shape
     n_in, h_n, w_n = x.shape[1], x.shape[2], x.shape[3]
@@ -346,7 +433,7 @@ def conv2d(out, x, w, stride, padding):
                 out[n, o, oh, ow] = s
 
 
-@mutant("3.5", "stride ignored when placing the window")
+@mutant("3.7", "stride ignored when placing the window")
 def conv2d_no_stride(out, x, w, stride, padding):
     n_batch, n_out, oh_n, ow_n = out.shape
     n_in, h_n, w_n = x.shape[1], x.shape[2], x.shape[3]
@@ -365,7 +452,7 @@ def conv2d_no_stride(out, x, w, stride, padding):
                 out[n, o, oh, ow] = s
 
 
-@mutant("3.5", "the kernel flipped (a true convolution, not cross-correlation)")
+@mutant("3.7", "the kernel flipped (a true convolution, not cross-correlation)")
 def conv2d_flipped(out, x, w, stride, padding):
     n_batch, n_out, oh_n, ow_n = out.shape
     n_in, h_n, w_n = x.shape[1], x.shape[2], x.shape[3]
@@ -384,7 +471,7 @@ def conv2d_flipped(out, x, w, stride, padding):
                 out[n, o, oh, ow] = s
 
 
-@mutant("3.5", "only the first input channel summed")
+@mutant("3.7", "only the first input channel summed")
 def conv2d_one_channel(out, x, w, stride, padding):
     n_batch, n_out, oh_n, ow_n = out.shape
     h_n, w_n = x.shape[2], x.shape[3]
@@ -402,10 +489,10 @@ def conv2d_one_channel(out, x, w, stride, padding):
                 out[n, o, oh, ow] = s
 
 
-# ---------------------------------------------------------------- 3.6 max_pool2d
+# ---------------------------------------------------------------- 3.8 max_pool2d
 
 
-@mutant("3.6", "the running maximum starts at 0: all-negative windows give 0")
+@mutant("3.8", "the running maximum starts at 0: all-negative windows give 0")
 def max_pool2d(out, x, kh, kw, sh, sw):
     n_batch, n_chan, oh_n, ow_n = out.shape
     for t in prange(n_batch * n_chan):
@@ -419,7 +506,7 @@ def max_pool2d(out, x, kh, kw, sh, sw):
                 out[n, c, oh, ow] = best
 
 
-@mutant("3.6", "square windows assumed: kh used for both sides")
+@mutant("3.8", "square windows assumed: kh used for both sides")
 def max_pool2d_square(out, x, kh, kw, sh, sw):
     n_batch, n_chan, oh_n, ow_n = out.shape
     for t in prange(n_batch * n_chan):
@@ -433,7 +520,7 @@ def max_pool2d_square(out, x, kh, kw, sh, sw):
                 out[n, c, oh, ow] = best
 
 
-@mutant("3.6", "the window moves by its size, not by the stride")
+@mutant("3.8", "the window moves by its size, not by the stride")
 def max_pool2d_stride(out, x, kh, kw, sh, sw):
     n_batch, n_chan, oh_n, ow_n = out.shape
     for t in prange(n_batch * n_chan):
@@ -449,7 +536,7 @@ def max_pool2d_stride(out, x, kh, kw, sh, sw):
                 out[n, c, oh, ow] = best
 
 
-@mutant("3.6", "NaN ignored: v > best is never true for NaN")
+@mutant("3.8", "NaN ignored: v > best is never true for NaN")
 def max_pool2d_nan(out, x, kh, kw, sh, sw):
     n_batch, n_chan, oh_n, ow_n = out.shape
     for t in prange(n_batch * n_chan):
@@ -465,10 +552,10 @@ def max_pool2d_nan(out, x, kh, kw, sh, sw):
                 out[n, c, oh, ow] = best
 
 
-# ---------------------------------------------------------------- 3.7 avg_pool2d
+# ---------------------------------------------------------------- 3.9 avg_pool2d
 
 
-@mutant("3.7", "divides by kh * kh (square windows assumed)")
+@mutant("3.9", "divides by kh * kh (square windows assumed)")
 def avg_pool2d(out, x, kh, kw, sh, sw):
     n_batch, n_chan, oh_n, ow_n = out.shape
     for t in prange(n_batch * n_chan):
@@ -482,7 +569,7 @@ def avg_pool2d(out, x, kh, kw, sh, sw):
                 out[n, c, oh, ow] = total / (kh * kh)
 
 
-@mutant("3.7", "the window moves by its size, not by the stride")
+@mutant("3.9", "the window moves by its size, not by the stride")
 def avg_pool2d_stride(out, x, kh, kw, sh, sw):
     n_batch, n_chan, oh_n, ow_n = out.shape
     for t in prange(n_batch * n_chan):
@@ -498,7 +585,7 @@ def avg_pool2d_stride(out, x, kh, kw, sh, sw):
                 out[n, c, oh, ow] = total / (kh * kw)
 
 
-@mutant("3.7", "the sum, not the mean")
+@mutant("3.9", "the sum, not the mean")
 def avg_pool2d_sum(out, x, kh, kw, sh, sw):
     n_batch, n_chan, oh_n, ow_n = out.shape
     for t in prange(n_batch * n_chan):
@@ -512,10 +599,10 @@ def avg_pool2d_sum(out, x, kh, kw, sh, sw):
                 out[n, c, oh, ow] = total
 
 
-# ---------------------------------------------------------------- 3.8 softmax
+# ---------------------------------------------------------------- 3.10 softmax
 
 
-@mutant("3.8", "no max shift: exp overflows for large logits")
+@mutant("3.10", "no max shift: exp overflows for large logits")
 def softmax(out, x):
     rows, n = x.shape
     for r in prange(rows):
@@ -527,7 +614,7 @@ def softmax(out, x):
             out[r, j] = out[r, j] / total
 
 
-@mutant("3.8", "shifts by the row's first value, not its maximum")
+@mutant("3.10", "shifts by the row's first value, not its maximum")
 def softmax_first(out, x):
     rows, n = x.shape
     for r in prange(rows):
@@ -540,7 +627,7 @@ def softmax_first(out, x):
             out[r, j] = out[r, j] / total
 
 
-@mutant("3.8", "the exponentials never divided by their sum")
+@mutant("3.10", "the exponentials never divided by their sum")
 def softmax_unnormalised(out, x):
     rows, n = x.shape
     for r in prange(rows):
@@ -551,10 +638,10 @@ def softmax_unnormalised(out, x):
             out[r, j] = np.exp(x[r, j] - m)
 
 
-# ---------------------------------------------------------------- 3.9 logsumexp
+# ---------------------------------------------------------------- 3.11 logsumexp
 
 
-@mutant("3.9", "no max shift: exp overflows for large inputs")
+@mutant("3.11", "no max shift: exp overflows for large inputs")
 def logsumexp(out, x):
     rows, n = x.shape
     for r in prange(rows):
@@ -564,7 +651,7 @@ def logsumexp(out, x):
         out[r] = np.log(total)
 
 
-@mutant("3.9", "the shift not added back: log(sum(exp(x - m)))")
+@mutant("3.11", "the shift not added back: log(sum(exp(x - m)))")
 def logsumexp_no_add_back(out, x):
     rows, n = x.shape
     for r in prange(rows):
@@ -577,7 +664,7 @@ def logsumexp_no_add_back(out, x):
         out[r] = np.log(total)
 
 
-@mutant("3.9", "no guard for infinite maxima: -inf - -inf gives NaN")
+@mutant("3.11", "no guard for infinite maxima: -inf - -inf gives NaN")
 def logsumexp_unguarded(out, x):
     rows, n = x.shape
     for r in prange(rows):
@@ -590,7 +677,7 @@ def logsumexp_unguarded(out, x):
         out[r] = m + np.log(total)
 
 
-@mutant("3.9", "NaN ignored when finding the max: an all-NaN row gives -inf")
+@mutant("3.11", "NaN ignored when finding the max: an all-NaN row gives -inf")
 def logsumexp_nan(out, x):
     rows, n = x.shape
     for r in prange(rows):

@@ -8,6 +8,8 @@ from minitorch.core.registry import Spec
 from minitorch.core.tensor import Tensor
 from minitorch.tensor.indexing import broadcast_shape
 from minitorch.tracing.control import trace_branch
+from minitorch.tracing.graph import Graph
+from minitorch.tracing.tracer import Break
 from solutions.reference import ch5 as ref
 
 from . import mutant
@@ -31,6 +33,15 @@ def record_op_first_spec(tracer, op, inputs, attrs):
     attrs = op.bind(attrs, specs)
     op.infer(*specs, **attrs)
     return tracer.proxy(tracer.graph.add_node(op.name, nodes, attrs, specs[0]))
+
+
+@mutant("5.1", "recorded into the first graph: ops after a graph break land in the wrong graph")
+def record_op_first_graph(tracer, op, inputs, attrs):
+    nodes = [tracer.lift(x) for x in inputs]
+    specs = [n.spec for n in nodes]
+    attrs = op.bind(attrs, specs)
+    spec = op.infer(*specs, **attrs)
+    return tracer.proxy(tracer.graphs[0].add_node(op.name, nodes, attrs, spec))
 
 
 @mutant("5.1", "inputs recorded in reverse order")
@@ -260,24 +271,52 @@ def cache_key_unhashable(args):
         return tuple(("static", type(x).__name__, repr(x)) for x in args)
 
 
-# ---------------------------------------------------------------- 5.8 guard_failures
+# ---------------------------------------------------------------- 5.8 split_at_break
 
 
-@mutant("5.8", "reports only the first failure")
-def guard_failures(names, old, new):
-    return ref.guard_failures(names, old, new)[:1]
+@mutant("5.8", "no cut: the ops after the break go on into the same graph")
+def split_at_break(tracer, p, reason, where):
+    tracer.breaks.append(Break(reason, where))
+    tracer.broken.append(p.node)
+    value = tracer.evaluate(p.node)
+    for n in tracer.graph.nodes:
+        tracer.evaluate(n)
+    return value
 
 
-@mutant("5.8", "a change in the number of arguments goes unnoticed")
-def guard_failures_count(names, old, new):
-    if len(old) != len(new):
-        return []
-    return ref.guard_failures(names, old, new)
+@mutant("5.8", "tracer.crossing kept: a value crosses into the new graph as the old graph's input")
+def split_at_break_crossing(tracer, p, reason, where):
+    tracer.breaks.append(Break(reason, where))
+    tracer.broken.append(p.node)
+    value = tracer.evaluate(p.node)
+    for n in tracer.graph.nodes:
+        tracer.evaluate(n)
+    tracer.graph = Graph(f"{tracer.name}_{len(tracer.graphs)}")
+    tracer.graphs.append(tracer.graph)
+    return value
 
 
-@mutant("5.8", "a changed static value is not reported")
-def guard_failures_statics(names, old, new):
-    return [m for m in ref.guard_failures(names, old, new) if "changed from" not in m or "." in m]
+@mutant("5.8", "lazy: only the value Python reads is computed, the rest after later updates")
+def split_at_break_lazy(tracer, p, reason, where):
+    tracer.breaks.append(Break(reason, where))
+    tracer.broken.append(p.node)
+    value = tracer.evaluate(p.node)
+    tracer.graph = Graph(f"{tracer.name}_{len(tracer.graphs)}")
+    tracer.graphs.append(tracer.graph)
+    tracer.crossing = {}
+    return value
+
+
+@mutant("5.8", "the value Python read is not recorded: it is no output of its graph")
+def split_at_break_unrecorded(tracer, p, reason, where):
+    tracer.breaks.append(Break(reason, where))
+    value = tracer.evaluate(p.node)
+    for n in tracer.graph.nodes:
+        tracer.evaluate(n)
+    tracer.graph = Graph(f"{tracer.name}_{len(tracer.graphs)}")
+    tracer.graphs.append(tracer.graph)
+    tracer.crossing = {}
+    return value
 
 
 # ---------------------------------------------------------------- 5.9 trace_cond

@@ -1,4 +1,4 @@
-"""Graded: conv2d (3.5), pooling (3.6, 3.7), softmax (3.8), logsumexp (3.9), and a CNN that trains."""
+"""Graded: conv2d (3.7), pooling (3.8, 3.9), softmax (3.10), logsumexp (3.11), and a CNN that trains."""
 
 from __future__ import annotations
 
@@ -40,10 +40,10 @@ def pool_oracle(x, k, s, fn):
     return out
 
 
-# ---------------------------------------------------------------- 3.5
+# ---------------------------------------------------------------- 3.7
 
 
-@graded("3.5", points=3)
+@graded("3.7", points=3)
 @given(
     n=st.integers(1, 2),
     c=st.integers(1, 3),
@@ -62,7 +62,7 @@ def test_conv2d_matches_definition(n, c, o, h, w, k, stride, padding, seed):
     assert_close(
         got,
         conv_oracle(x, wt, stride, padding),
-        "3.5",
+        "3.7",
         rtol=1e-4,
         atol=1e-4,
         x_shape=x.shape,
@@ -72,17 +72,17 @@ def test_conv2d_matches_definition(n, c, o, h, w, k, stride, padding, seed):
     )
 
 
-@graded("3.5", points=1)
+@graded("3.7", points=1)
 def test_conv2d_strided_input_view():
     x, wt = data((2, 3, 9, 7), 5), data((4, 3, 3, 3), 6)
     got = run("conv2d", view(x, "transposed"), minitorch.tensor(wt), stride=2, padding=1)
-    assert_close(got, conv_oracle(x, wt, 2, 1), "3.5", rtol=1e-4, atol=1e-4, x_shape=x.shape)
+    assert_close(got, conv_oracle(x, wt, 2, 1), "3.7", rtol=1e-4, atol=1e-4, x_shape=x.shape)
 
 
-# ---------------------------------------------------------------- 3.6, 3.7
+# ---------------------------------------------------------------- 3.8, 3.9
 
 
-@graded("3.6", points=2)
+@graded("3.8", points=2)
 @given(
     h=st.integers(1, 7), w=st.integers(1, 7), k=st.integers(1, 3), s=st.integers(1, 3), seed=seeds
 )
@@ -90,18 +90,18 @@ def test_max_pool2d_matches_numpy(h, w, k, s, seed):
     assume(h >= k and w >= k)
     x = data((2, 3, h, w), seed)
     got = run("max_pool2d", minitorch.tensor(x), kernel_size=k, stride=s)
-    assert_close(got, pool_oracle(x, (k, k), (s, s), np.max), "3.6", x=x, kernel_size=k, stride=s)
+    assert_close(got, pool_oracle(x, (k, k), (s, s), np.max), "3.8", x=x, kernel_size=k, stride=s)
 
 
-@graded("3.6", points=1)
+@graded("3.8", points=1)
 def test_max_pool2d_rectangular_windows_and_negatives():
     x = -np.abs(data((1, 2, 6, 9), 3)) - 1.0  # every value negative: a 0 start would be wrong
     x[0, 1, 2, 4] = np.nan  # inside a window, not its first element: the max is NaN, as numpy's
     got = run("max_pool2d", minitorch.tensor(x), kernel_size=(2, 3), stride=(2, 3))
-    assert_close(got, pool_oracle(x, (2, 3), (2, 3), np.max), "3.6", x=x)
+    assert_close(got, pool_oracle(x, (2, 3), (2, 3), np.max), "3.8", x=x)
 
 
-@graded("3.7", points=2)
+@graded("3.9", points=2)
 @given(
     h=st.integers(1, 7), w=st.integers(1, 7), k=st.integers(1, 3), s=st.integers(1, 3), seed=seeds
 )
@@ -112,7 +112,7 @@ def test_avg_pool2d_matches_numpy(h, w, k, s, seed):
     assert_close(
         got,
         pool_oracle(x, (k, k), (s, s), np.mean),
-        "3.7",
+        "3.9",
         rtol=1e-5,
         atol=1e-6,
         x=x,
@@ -121,14 +121,14 @@ def test_avg_pool2d_matches_numpy(h, w, k, s, seed):
     )
 
 
-@graded("3.7", points=1)
+@graded("3.9", points=1)
 def test_avg_pool2d_rectangular():
     x = data((2, 1, 5, 8), 9)
     got = run("avg_pool2d", minitorch.tensor(x), kernel_size=(1, 4), stride=(2, 2))
-    assert_close(got, pool_oracle(x, (1, 4), (2, 2), np.mean), "3.7", rtol=1e-5, atol=1e-6, x=x)
+    assert_close(got, pool_oracle(x, (1, 4), (2, 2), np.mean), "3.9", rtol=1e-5, atol=1e-6, x=x)
 
 
-# ---------------------------------------------------------------- 3.8, 3.9
+# ---------------------------------------------------------------- 3.10, 3.11
 
 
 def _np_softmax(x, axis):
@@ -146,45 +146,45 @@ def _np_lse(x, axis):
 shapes = st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple)
 
 
-@graded("3.8", points=2)
+@graded("3.10", points=2)
 @given(shape=shapes, axis_seed=seeds, scale=st.sampled_from([1.0, 30.0, 1000.0]), seed=seeds)
 def test_softmax_matches_numpy_and_is_stable(shape, axis_seed, scale, seed):
     x = data(shape, seed, scale)
     axis = axis_seed % len(shape) - (axis_seed % 2) * len(shape)  # positive and negative axes
     got = run("softmax", minitorch.tensor(x), axis=axis)
-    check(np.isfinite(got).all(), "3.8", "non-finite output (did exp overflow?)", x=x, axis=axis)
-    assert_close(got, _np_softmax(x, axis), "3.8", rtol=1e-4, atol=1e-6, x=x, axis=axis)
+    check(np.isfinite(got).all(), "3.10", "non-finite output (did exp overflow?)", x=x, axis=axis)
+    assert_close(got, _np_softmax(x, axis), "3.10", rtol=1e-4, atol=1e-6, x=x, axis=axis)
 
 
-@graded("3.8", points=1)
+@graded("3.10", points=1)
 def test_softmax_huge_equal_logits():
     got = run("softmax", minitorch.tensor([[1000.0, 1000.0], [-1000.0, -1000.0]]), axis=1)
-    assert_close(got, np.full((2, 2), 0.5), "3.8", x="[[1000, 1000], [-1000, -1000]]")
+    assert_close(got, np.full((2, 2), 0.5), "3.10", x="[[1000, 1000], [-1000, -1000]]")
 
 
-@graded("3.9", points=2)
+@graded("3.11", points=2)
 @given(shape=shapes, axis_seed=seeds, scale=st.sampled_from([1.0, 30.0, 1000.0]), seed=seeds)
 def test_logsumexp_matches_numpy_and_is_stable(shape, axis_seed, scale, seed):
     x = data(shape, seed, scale)
     axis = axis_seed % len(shape)
     got = run("logsumexp", minitorch.tensor(x), axis=axis)
-    assert_close(got, _np_lse(x, axis), "3.9", rtol=1e-5, atol=1e-4, x=x, axis=axis)
+    assert_close(got, _np_lse(x, axis), "3.11", rtol=1e-5, atol=1e-4, x=x, axis=axis)
 
 
-@graded("3.9", points=1)
+@graded("3.11", points=1)
 def test_logsumexp_infinite_rows():
     x = np.array(
         [[-np.inf, -np.inf], [np.inf, 0.0], [1000.0, 1000.0], [np.nan, np.nan], [1.0, np.nan]],
         dtype=np.float32,
     )
     got = run("logsumexp", minitorch.tensor(x), axis=1)
-    assert_close(got, [-np.inf, np.inf, 1000.0 + np.log(2), np.nan, np.nan], "3.9", x=x)
+    assert_close(got, [-np.inf, np.inf, 1000.0 + np.log(2), np.nan, np.nan], "3.11", x=x)
 
 
 # ---------------------------------------------------------------- training
 
 
-@graded("3.5", points=3)
+@graded("3.7", points=3)
 def test_cnn_trains_on_digits():
     from minitorch.fast.cnn import train_digits_cnn
 
@@ -192,7 +192,7 @@ def test_cnn_trains_on_digits():
     acc = history["test_acc"][-1]
     check(
         acc >= 0.97,
-        "3.5",
+        "3.7",
         f"the CNN reached {acc:.1%} test accuracy, expected at least 97%",
         accuracy_per_epoch=[round(a, 3) for a in history["test_acc"]],
     )
