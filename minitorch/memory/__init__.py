@@ -2,6 +2,7 @@
 
 from .arena import ArenaRunner, MemoryPlan, bind_views, new_arena, plan_memory
 from .eager import memory_summary, temp_allocator, track_memory
+from .peaks import Peaks, measure_peaks, traced_peak
 from .planner import (
     ALIGNMENT,
     Buffer,
@@ -37,7 +38,10 @@ __all__ = [
     "lower_bound",
     "memory_summary",
     "new_arena",
+    "measure_peaks",
     "no_reuse",
+    "Peaks",
+    "traced_peak",
     "plan_memory",
     "step_nbytes",
     "temp_allocator",

@@ -74,7 +74,7 @@ class MemoryPlan:
         lines = ["memory plan: " + self.summary()]
         lines.append(f"  {'buffer':>8} {'bytes':>10} {'offset':>10}  life     slots")
         for b in sorted(self.buffers, key=lambda b: (b.start, b.slot)):
-            views = ",".join(f"s{s}" for s in b.slots)
+            views = ",".join([f"s{s}" for s in b.slots] + [f"s{s}(view)" for s in b.views])
             lines.append(
                 f"  {'s' + str(b.slot):>8} {b.nbytes:>10} {b.offset:>10}  "
                 f"[{b.start},{b.end}]".ljust(46)
@@ -93,7 +93,7 @@ class MemoryPlan:
 
 def _merge_inplace(plan, buffers) -> list:
     """Let elementwise steps write over an argument that dies there (exercise 8.6 decides)."""
-    owner = {s: b for b in buffers for s in b.slots}
+    owner = {s: b for b in buffers for s in b.slots + b.views}
     merged = []
     for i, st in enumerate(plan.steps):
         mine = owner.get(st.out)
@@ -105,7 +105,8 @@ def _merge_inplace(plan, buffers) -> list:
         base = owner[src]
         base.end = max(base.end, mine.end)
         base.slots.extend(mine.slots)
-        for s in mine.slots:
+        base.views.extend(mine.views)
+        for s in mine.slots + mine.views:
             owner[s] = base
         mine.slots = []
         merged.append((i, src))
@@ -174,6 +175,7 @@ class ArenaRunner:
         self._key = self._prepared = None
         self.arena = None  # kept between calls when ``keep``
         self.allocations = 0  # arenas allocated so far (stays 1 with ``keep``)
+        self.peak_bytes = 0  # last call: arena + results made outside it + outputs copied out
 
     def memory(self, plan) -> MemoryPlan:
         return self._prepare(plan)[0]
@@ -182,18 +184,16 @@ class ArenaRunner:
         key = tuple(id(st.node) if st.node is not None else id(st.kernel) for st in plan.steps)
         if key != self._key:
             mp = plan_memory(plan, inplace=self.inplace)
-            owner = {b.slot: b for b in mp.buffers}
-            for b in mp.buffers:
-                for s in b.slots:
-                    owner.setdefault(s, b)
+            owner = {s: b for b in mp.buffers for s in b.slots + b.views}
             self._prepared, self._key, self.arena = (mp, owner), key, None
         return self._prepared
 
     def _views(self, plan, mp, owner) -> list:
         if self.arena is None or not self.keep:
-            self.arena = new_arena(mp.arena_bytes, mp.alignment)
+            arena = new_arena(mp.arena_bytes, mp.alignment)
+            views = bind_views(arena, mp.buffers)
+            self.arena = arena
             self.allocations += 1
-            views = bind_views(self.arena, mp.buffers)
             dests = []
             for st in plan.steps:
                 b = owner.get(st.out)
@@ -219,10 +219,13 @@ class ArenaRunner:
             slots[s] = d
         for s, t in plan.consts:
             slots[s] = t._data
+        extra = 0
         for st, dest in zip(plan.steps, dests):
             args = [slots[a] for a in st.args]
             if dest is None:
-                slots[st.out] = st.kernel(*args, out=st.spec, **st.attrs)
+                r = slots[st.out] = st.kernel(*args, out=st.spec, **st.attrs)
+                if not any(np.may_share_memory(r.storage, a.storage) for a in args):
+                    extra += r.storage.nbytes  # a view that had to copy: outside the arena
             elif getattr(st.kernel, "writes_into", False):
                 slots[st.out] = st.kernel(*args, out=st.spec, dest=dest, **st.attrs)
             else:  # a kernel that allocates: its result is copied into its place
@@ -236,7 +239,11 @@ class ArenaRunner:
             d = slots[s]
             if d.storage.size and np.may_share_memory(d.storage, arena):
                 d = TensorData.from_numpy(d.as_numpy_view())
+                extra += d.storage.nbytes
             outs.append(d)
+        self.peak_bytes = mp.arena_bytes + extra
+        if not self.keep:  # the arena dies with the call
+            self.arena = self._dests = None
         return outs
 
 

@@ -33,7 +33,8 @@ class Buffer:
     dtype: np.dtype
     start: int  # index of the step that writes it
     end: int  # index of the last step that reads it (or a view of it)
-    slots: list = field(default_factory=list)  # every slot living here: its own, then views
+    slots: list = field(default_factory=list)  # slots computed into it, in C order: its own first
+    views: list = field(default_factory=list)  # slots of view steps that alias it
     offset: int | None = None  # where it starts in the arena, once assigned
 
     def __repr__(self) -> str:
@@ -77,8 +78,9 @@ def liveness(plan) -> list:
 
     * every argument slot that has an owner is read here: its buffer's ``end`` becomes ``i``;
     * a view step (``is_view(step)``) makes no buffer: if its first argument has an
-      owner, ``step.out`` joins that buffer (append to ``slots``, so later reads of the
-      view extend the base's life); a view of an input or constant has no owner;
+      owner, ``step.out`` joins that buffer (append it to ``views`` and give it the same
+      owner, so later reads of the view extend the base's life); a view of an input or
+      constant has no owner;
     * any other step makes ``Buffer(step.out, step_nbytes(step), step.spec.dtype, i, i,
       [step.out])``.
 
@@ -178,8 +180,8 @@ def inplace_source(plan, index: int, owner: dict) -> int | None:
     elementwise step (``is_elementwise(step)``) reads element ``i`` before writing
     element ``i``, so only it may write in place. An argument slot ``a`` qualifies when:
 
-    * ``a`` has an owner ``b`` and ``a == b.slot`` (the buffer itself, not a view with
-      another layout: a transposed read of the memory being written is clobbered);
+    * ``a`` has an owner ``b`` and ``a in b.slots`` (computed into ``b`` in C order; not
+      one of ``b.views``: a transposed read of the memory being written is clobbered);
     * ``b.end == index``: nobody reads it (or any view of it) after this step;
     * ``b.nbytes == step_nbytes(step)`` and ``b.dtype == step.spec.dtype``;
     * no *other* argument slot of this step is a view of ``b`` (``add(x, x.T)``

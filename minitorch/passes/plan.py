@@ -134,12 +134,14 @@ def kernel_for(backend: str | None) -> Callable[[Node], Callable]:
                 return _prepared_reduce(NUMPY_FUNCS[op.name], node)
         if b.name == "numpy" and op.name == "matmul" and op.kernels.get("numpy") is k:
             return _prepared_matmul(node)
+        if b.name == "numpy" and op.name == "relu" and op.kernels.get("numpy") is k:
+            return _prepared(np.maximum, node, 0)
         return k
 
     return find
 
 
-def _prepared(fn: Callable, node: Node) -> Callable:
+def _prepared(fn: Callable, node: Node, scalar=None) -> Callable:
     """The numpy backend's generic kernel, specialised to the specs the graph knows.
 
     The layouts a contiguous input would have and the output's strides are
@@ -174,7 +176,14 @@ def _prepared(fn: Callable, node: Node) -> Callable:
             np.copyto(dest.reshape(shape), fn(*arrays), casting="unsafe")
         return TensorData(dest, shape, strides, 0)
 
-    if len(node.inputs) == 1:
+    if scalar is not None:  # relu = maximum(x, 0)
+        va = viewer(node.inputs[0])
+
+        def kernel(a, out, dest=None):
+            if dest is not None:
+                return into(dest, va(a), scalar)
+            return done(fn(va(a), scalar))
+    elif len(node.inputs) == 1:
         va = viewer(node.inputs[0])
 
         def kernel(a, out, dest=None):
