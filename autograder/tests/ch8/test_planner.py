@@ -367,6 +367,12 @@ def test_inplace_refusals():
         "8.6",
         "only elementwise steps write in place",
     )
+    plan = _plan([("exp", [0], sq, None), ("matmul", [1, 0], sq, None)], outputs=[2], shape=sq)
+    check(
+        inplace_source(plan, 1, _owner(liveness(plan))) is None,
+        "8.6",
+        "matmul reads a whole row while writing: never in place",
+    )
     plan = _plan([("exp", [0], (1, 3), None), ("add", [1, 0], (2, 3), None)], outputs=[2])
     check(
         inplace_source(plan, 1, _owner(liveness(plan))) is None,
