@@ -186,3 +186,10 @@ def test_measure_peaks_on_a_chain():
     c = _compile(f, x)
     p = measure_peaks(f, c, [x])
     assert p.compiled < p.eager and p.compiled_traced < p.eager_traced
+
+
+def test_explain_shows_arena_against_bound(capsys):
+    x, w = minitorch.randn(4, 8), minitorch.randn(8, 8)
+    out = minitorch.explain(_chain)(x, w)
+    assert any("lower bound" in line for line in out.stage_lines)
+    assert "Memory:" in capsys.readouterr().out

@@ -5,9 +5,22 @@ from __future__ import annotations
 import logging
 import os
 
+from ..tracing.jit import EXPLAIN_HOOKS
 from .arena import ArenaRunner, MemoryPlan
 
 log = logging.getLogger("minitorch.memory")
+
+
+def explain_lines(compiled) -> list:
+    """``minitorch.explain``'s chapter-8 lines: the planned arena against the lower bound."""
+    try:
+        mp = compiled.memory_plan()
+    except (NotImplementedError, AttributeError):  # not lowered, or chapter 6/8 not done
+        return []
+    return ["Memory:", f"  {mp.summary()}"]
+
+
+EXPLAIN_HOOKS.append(explain_lines)
 
 
 def install(compiled, dump: str | None = None) -> None:
