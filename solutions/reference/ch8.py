@@ -26,7 +26,7 @@ def liveness(plan):
             b = owner.get(st.args[0]) if st.args else None
             if b is not None:
                 owner[st.out] = b
-                b.slots.append(st.out)
+                b.views.append(st.out)
             continue
         b = Buffer(st.out, step_nbytes(st), st.spec.dtype, i, i, [st.out])
         owner[st.out] = b
@@ -98,7 +98,7 @@ def inplace_source(plan, index, owner):
     nbytes, dtype = step_nbytes(st), np.dtype(st.spec.dtype)
     for a in st.args:
         b = owner.get(a)
-        if b is None or a != b.slot or b.end != index:
+        if b is None or a not in b.slots or b.end != index:
             continue
         if b.nbytes != nbytes or np.dtype(b.dtype) != dtype:
             continue
