@@ -25,6 +25,9 @@ EXPLAIN_HOOKS.append(explain_lines)
 
 def install(compiled, dump: str | None = None) -> None:
     """Make ``compiled`` (a CompiledPlan) run in an arena; write the reports into ``dump``."""
+    if any(d != "cpu" for d in compiled.devices):  # the arena is host memory
+        log.info("%s: not planned, it runs on %s", compiled.graph.name, compiled.devices)
+        return
     keep = compiled.options.mode == "reduce-overhead"  # chapter 9: no allocation per call
     compiled.runner = ArenaRunner(inplace=compiled.options.inplace, keep=keep)
     if not dump:
