@@ -16,13 +16,15 @@ from minitorch.memory import Buffer, measure_peaks
 
 from .util import F32, as_list, compiled_model, overlaps
 
+# Reference: 0.61 (MLP), 0.60 (CNN); planning without in-place reuse lands at 0.81 / 0.80
+# (half marks), no planning at all above 1.
 # Batch sizes where activations dominate: the MLP's activations (256 x 256 floats, 256 KiB
 # each) and the CNN's (16 x 8 x 16 x 16 floats, 128 KiB each) outweigh its inputs.
 SIZES = {"mlp": dict(batch=256), "cnn": dict(batch=16)}
 
 
 @benchmark(
-    "8.6", points=4, metric="peak_ratio", bands=[(0.65, 1.0), (0.8, 0.5)], higher_is_better=False
+    "8.6", points=4, metric="peak_ratio", bands=[(0.65, 1.0), (0.85, 0.5)], higher_is_better=False
 )
 def bench_transient_peak_vs_eager(report):
     figures, worst = {}, 0.0
