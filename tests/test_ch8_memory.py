@@ -6,8 +6,11 @@ import logging
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 import minitorch
+from autograder.tests.ch5.programs import programs as ch5_programs
+from autograder.tests.ch5.programs import run_program as ch5_run
 from minitorch import CompileOptions, Spec
 from minitorch.memory import (
     ArenaRunner,
@@ -193,3 +196,21 @@ def test_explain_shows_arena_against_bound(capsys):
     out = minitorch.explain(_chain)(x, w)
     assert any("lower bound" in line for line in out.stage_lines)
     assert "Memory:" in capsys.readouterr().out
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(ch5_programs(max_len=10))
+def test_chapter5_programs_same_with_and_without_arena(prog):
+    """Chapter 5's random programs (broadcasting, comparisons, where, reductions, views)."""
+    shape, arrays, steps = prog
+    xs = [minitorch.tensor(a) for a in arrays]
+    g = minitorch.jit(lambda *v: ch5_run(steps, *v)).trace(*xs)
+    plain = g.compile(passes=[])
+    for opts in (CompileOptions(memory=True), CompileOptions(memory=True, mode="reduce-overhead")):
+        planned = g.compile(passes=[], options=opts)
+        for _ in range(2):
+            got, want = planned(*xs), plain(*xs)
+            for a, b in zip(got, want):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert check_assignment(planned.memory_plan().buffers) == []
