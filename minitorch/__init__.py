@@ -41,6 +41,8 @@ from .tracing import *  # noqa: F403  chapter 5
 from . import autograd, tracing
 from . import passes  # chapter 6
 from .passes import CompileOptions, register_pass
+from . import memory  # chapter 8
+from .memory import memory_summary, temp_allocator, track_memory
 from . import profiler  # chapter 10
 
 __all__ = [
@@ -84,6 +86,10 @@ __all__ = [
     "passes",
     "register_pass",
     "CompileOptions",
+    "memory",
+    "memory_summary",
+    "temp_allocator",
+    "track_memory",
     "profiler",
     *autograd.__all__,
     *tracing.__all__,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -62,6 +62,9 @@ class Node:
 # ---------------------------------------------------------------- eager apply
 
 
+_alloc_hook: Callable | None = None  # chapter 8 sees every eager result here when set
+
+
 def eager_apply(op: OpDef, inputs: tuple, attrs: dict) -> Tensor:
     for x in inputs:
         if not isinstance(x, Tensor):
@@ -73,6 +76,8 @@ def eager_apply(op: OpDef, inputs: tuple, attrs: dict) -> Tensor:
         op.check(*inputs, **attrs)
     kernel = backends.current(out_spec.device).kernel(op)
     data = kernel(*(x._data for x in inputs), out=out_spec, **attrs)
+    if _alloc_hook is not None:  # chapter 8: track_memory() / temp_allocator() are on
+        data = _alloc_hook(op, inputs, data)
     out = Tensor._make(data, out_spec.device)
     # Only float results carry gradients (comparisons and argmax of a tracked input do not).
     if _grad_enabled[-1] and dt.is_float(out.dtype) and any(x.requires_grad for x in inputs):

@@ -130,12 +130,18 @@ def kernel_for(backend: str | None) -> Callable[[Node], Callable]:
         ):
             if op.kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST):
                 return _prepared(NUMPY_FUNCS[op.name], node)
+            if op.kind is OpKind.REDUCE and node.spec.device == "cpu":
+                return _prepared_reduce(NUMPY_FUNCS[op.name], node)
+        if b.name == "numpy" and op.name == "matmul" and op.kernels.get("numpy") is k:
+            return _prepared_matmul(node)
+        if b.name == "numpy" and op.name == "relu" and op.kernels.get("numpy") is k:
+            return _prepared(np.maximum, node, 0)
         return k
 
     return find
 
 
-def _prepared(fn: Callable, node: Node) -> Callable:
+def _prepared(fn: Callable, node: Node, scalar=None) -> Callable:
     """The numpy backend's generic kernel, specialised to the specs the graph knows.
 
     The layouts a contiguous input would have and the output's strides are
@@ -162,10 +168,27 @@ def _prepared(fn: Callable, node: Node) -> Callable:
         # reshape(-1) copies only when r is not in C order (ufuncs keep a transposed layout)
         return TensorData(r.reshape(-1), shape, strides, 0)
 
-    if len(node.inputs) == 1:
+    def into(dest, *arrays) -> TensorData:
+        # chapter 8: write into ``dest`` (a view of the arena), as ``fn(...).astype`` would
+        if isinstance(fn, np.ufunc) and fn.nout == 1:
+            fn(*arrays, out=dest.reshape(shape), casting="unsafe")
+        else:
+            np.copyto(dest.reshape(shape), fn(*arrays), casting="unsafe")
+        return TensorData(dest, shape, strides, 0)
+
+    if scalar is not None:  # relu = maximum(x, 0)
         va = viewer(node.inputs[0])
 
-        def kernel(a, out):
+        def kernel(a, out, dest=None):
+            if dest is not None:
+                return into(dest, va(a), scalar)
+            return done(fn(va(a), scalar))
+    elif len(node.inputs) == 1:
+        va = viewer(node.inputs[0])
+
+        def kernel(a, out, dest=None):
+            if dest is not None:
+                return into(dest, va(a))
             r = fn(va(a))
             if r.dtype != dtype:
                 r = r.astype(dtype)
@@ -173,7 +196,9 @@ def _prepared(fn: Callable, node: Node) -> Callable:
     elif len(node.inputs) == 2:
         va, vb = viewer(node.inputs[0]), viewer(node.inputs[1])
 
-        def kernel(a, b, out):
+        def kernel(a, b, out, dest=None):
+            if dest is not None:
+                return into(dest, va(a), vb(b))
             r = fn(va(a), vb(b))
             if r.dtype != dtype:
                 r = r.astype(dtype)
@@ -181,11 +206,54 @@ def _prepared(fn: Callable, node: Node) -> Callable:
     else:
         views = [viewer(i) for i in node.inputs]
 
-        def kernel(*inputs, out):
-            return done(fn(*(v(d) for v, d in zip(views, inputs))))
+        def kernel(*inputs, out, dest=None):
+            arrays = [v(d) for v, d in zip(views, inputs)]
+            return done(fn(*arrays)) if dest is None else into(dest, *arrays)
 
     kernel.__name__ = node.op
+    kernel.writes_into = True  # chapter 8's protocol: accepts ``dest=``
     return kernel
+
+
+def _prepared_matmul(node: Node) -> Callable:
+    """numpy's matmul, able to write into ``dest`` (chapter 8); otherwise as the backend's."""
+    shape, dtype = node.spec.shape, node.spec.dtype
+    strides = tuple(strides_from_shape(shape))
+
+    def matmul(a, b, out, dest=None):
+        x, y = a.as_numpy_view(), b.as_numpy_view()
+        if dest is None:
+            return TensorData.wrap(np.asarray(np.matmul(x, y), dtype=dtype))
+        if x.dtype == y.dtype == dtype:
+            np.matmul(x, y, out=dest.reshape(shape))
+        else:
+            np.copyto(dest.reshape(shape), np.matmul(x, y), casting="unsafe")
+        return TensorData(dest, shape, strides, 0)
+
+    matmul.writes_into = True
+    return matmul
+
+
+def _prepared_reduce(fn: Callable, node: Node) -> Callable:
+    """A numpy reduction (``sum``, ``max``...) able to write into ``dest`` (chapter 8)."""
+    shape, dtype = node.spec.shape, node.spec.dtype
+    strides = tuple(strides_from_shape(shape))
+    same = node.inputs[0].spec.dtype == dtype  # else numpy would accumulate in another dtype
+
+    def reduce(a, out, axis, keepdims, dest=None):
+        x = a.as_numpy_view()
+        if dest is None:
+            return TensorData.wrap(np.asarray(fn(x, axis=axis, keepdims=keepdims), dtype=dtype))
+        if same and x.size:
+            fn(x, axis=axis, keepdims=keepdims, out=dest.reshape(shape))
+        else:
+            r = fn(x, axis=axis, keepdims=keepdims)
+            np.copyto(dest.reshape(shape), r, casting="unsafe")
+        return TensorData(dest, shape, strides, 0)
+
+    reduce.__name__ = node.op
+    reduce.writes_into = True
+    return reduce
 
 
 def _cond_kernel(node: Node) -> Callable:
@@ -261,6 +329,14 @@ class CompiledPlan(CompiledGraph):
 
     __call__ = run
 
+    def memory_plan(self):
+        """Chapter 8: where each buffer of the plan lives in the arena, and how good that is."""
+        from ..memory import ArenaRunner
+
+        runner = self.runner if isinstance(self.runner, ArenaRunner) else None
+        runner = runner or ArenaRunner(inplace=self.options.inplace)
+        return runner.memory(self.plan)
+
     def __repr__(self) -> str:
         return (
             f"<CompiledPlan {self.graph.name}: {len(self.traced)} ops traced, "
@@ -278,6 +354,7 @@ def _profiled(plan: Plan) -> Plan:
             with profiler.kernel(name, [a.shape for a in args], out.device, cat="op"):
                 return st.kernel(*args, out=out, **attrs)
 
+        kernel.writes_into = getattr(st.kernel, "writes_into", False)  # chapter 8's dest=
         return st._replace(kernel=kernel)
 
     return Plan(
@@ -317,6 +394,10 @@ def compile_graph(graph: Graph, backend=None, passes=None, debug=False, options=
     # chapter 7: fusion runs here, on ``work``, when options.fuse
     compiled = CompiledPlan(graph, work, backend, stats, options)
     # chapters 8 and 9: memory planning and the runner are chosen here from ``options``
+    if options.memory:
+        from ..memory import install
+
+        install(compiled, dump)
     if dump:
         with open(os.path.join(dump, "plan.txt"), "w", encoding="utf-8") as f:
             try:

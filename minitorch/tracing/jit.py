@@ -567,10 +567,15 @@ class ExplainOutput:
         if self.pass_stats:
             lines.append("Passes:")
             lines += [f"  {s}" for s in self.pass_stats]
+        lines += getattr(self, "stage_lines", [])  # chapters 7-9, through EXPLAIN_HOOKS
         if self.side_effects:
             lines.append("Side effects (they ran once, while tracing, not on every call):")
             lines += [f"  - {s}" for s in self.side_effects]
         return "\n".join(lines)
+
+
+# Later stages add their lines to ``explain``: ``hook(compiled) -> list[str]`` (chapter 8: arena).
+EXPLAIN_HOOKS: list = []
 
 
 def explain(fn):
@@ -587,6 +592,8 @@ def explain(fn):
             len(graphs), len(t.breaks), list(t.breaks), graphs, t.result, list(t.side_effects)
         )
         out.pass_stats = list(getattr(t.compiled, "stats", []))
+        if t.compiled is not None:
+            out.stage_lines = [line for hook in EXPLAIN_HOOKS for line in hook(t.compiled)]
         print(out)
         return out
 

@@ -1,0 +1,255 @@
+"""The arena: a memory plan for a whole Plan, and the runner that executes it (exercise 8.8).
+
+``plan_memory`` computes lives, merges in-place steps, assigns offsets
+(greedy-by-size) and checks the result. ``ArenaRunner`` is what
+``CompiledPlan.runner`` becomes with ``CompileOptions(memory=True)``: one arena
+per call (or one for the compiled object's whole life when ``keep=True``), and
+every planned step writes straight into its view of it.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.errors import OpError
+from ..exercises import exercise
+from ..passes.plan import run_plan
+from ..tensor.data import TensorData
+from ..tensor.indexing import strides_from_shape
+from .planner import (
+    ALIGNMENT,
+    align,
+    check_assignment,
+    first_fit,
+    greedy_by_size,
+    inplace_source,
+    is_view,
+    liveness,
+    lower_bound,
+    no_reuse,
+)
+
+log = logging.getLogger("minitorch.memory")
+
+
+@dataclass
+class MemoryPlan:
+    """Where every buffer of a plan lives, and how good that is."""
+
+    buffers: list  # Buffer, with offsets
+    arena_bytes: int  # greedy-by-size
+    lower_bound: int  # most bytes live at one step (after in-place merges)
+    first_fit_bytes: int
+    no_reuse_bytes: int
+    num_steps: int
+    inplace: list = field(default_factory=list)  # (step index, slot written over)
+    copied: list = field(default_factory=list)  # slots whose kernel allocates: copied in
+    alignment: int = ALIGNMENT
+
+    @property
+    def ratio(self) -> float:
+        """Arena over lower bound (1.0 is optimal)."""
+        return self.arena_bytes / self.lower_bound if self.lower_bound else 1.0
+
+    def live_curve(self) -> list:
+        """Bytes live at each step 0..num_steps (aligned sizes)."""
+        curve = [0] * (self.num_steps + 1)
+        for b in self.buffers:
+            for t in range(b.start, min(b.end, self.num_steps) + 1):
+                curve[t] += align(b.nbytes, self.alignment)
+        return curve
+
+    def summary(self) -> str:
+        return (
+            f"arena {self.arena_bytes} B for {len(self.buffers)} buffers; lower bound "
+            f"{self.lower_bound} B ({self.ratio:.3f}x); first-fit {self.first_fit_bytes} B; "
+            f"no reuse {self.no_reuse_bytes} B; {len(self.inplace)} in place"
+        )
+
+    def text(self) -> str:
+        lines = ["memory plan: " + self.summary()]
+        lines.append(f"  {'buffer':>8} {'bytes':>10} {'offset':>10}  life     slots")
+        for b in sorted(self.buffers, key=lambda b: (b.start, b.slot)):
+            views = ",".join([f"s{s}" for s in b.slots] + [f"s{s}(view)" for s in b.views])
+            lines.append(
+                f"  {'s' + str(b.slot):>8} {b.nbytes:>10} {b.offset:>10}  "
+                f"[{b.start},{b.end}]".ljust(46)
+                + f" {views}"
+            )
+        for i, s in self.inplace:
+            lines.append(f"  step {i} writes in place over s{s}")
+        if self.copied:
+            copied = ", ".join(f"s{s}" for s in self.copied)
+            lines.append(f"  kernels that allocate (result copied into the arena): {copied}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<MemoryPlan {self.summary()}>"
+
+
+def _merge_inplace(plan, buffers) -> list:
+    """Let elementwise steps write over an argument that dies there (exercise 8.6 decides)."""
+    owner = {s: b for b in buffers for s in b.slots + b.views}
+    merged = []
+    for i, st in enumerate(plan.steps):
+        mine = owner.get(st.out)
+        if mine is None or mine.slot != st.out:
+            continue
+        src = inplace_source(plan, i, owner)
+        if src is None:
+            continue
+        base = owner[src]
+        base.end = max(base.end, mine.end)
+        base.slots.extend(mine.slots)
+        base.views.extend(mine.views)
+        for s in mine.slots + mine.views:
+            owner[s] = base
+        mine.slots = []
+        merged.append((i, src))
+    return merged, [b for b in buffers if b.slots]
+
+
+def plan_memory(plan, inplace: bool = True, alignment: int = ALIGNMENT) -> MemoryPlan:
+    """Lives, in-place merges, greedy-by-size offsets, and the comparisons the reports show."""
+    buffers = liveness(plan)
+    merged = []
+    if inplace:
+        merged, buffers = _merge_inplace(plan, buffers)
+    bound = lower_bound(buffers, alignment)
+    ff = first_fit([copy.copy(b) for b in buffers], alignment)
+    nr = no_reuse([copy.copy(b) for b in buffers], alignment)
+    size = greedy_by_size(buffers, alignment)
+    bad = check_assignment(buffers, alignment)
+    if bad:
+        raise OpError("memory", f"the planned arena overlaps live buffers: {bad[:5]}")
+    planned = {s for b in buffers for s in b.slots}
+    copied = [
+        st.out
+        for st in plan.steps
+        if st.out in planned and not is_view(st) and not getattr(st.kernel, "writes_into", False)
+    ]
+    return MemoryPlan(buffers, size, bound, ff, nr, len(plan.steps), merged, copied, alignment)
+
+
+@exercise("8.8")
+def bind_views(arena: np.ndarray, buffers: list) -> dict:
+    """One typed view of ``arena`` per buffer: ``{b.slot: 1-D array of b.dtype}``.
+
+    ``arena`` is a 1-D ``uint8`` array; buffer ``b`` owns bytes
+    ``[b.offset, b.offset + b.nbytes)`` of it. Its view must have exactly
+    ``b.nbytes // itemsize`` elements of ``b.dtype`` and share memory with the
+    arena (no copy): a kernel writing into it writes into the arena. Only the
+    buffer's own slot gets a view (its view steps make theirs when they run).
+
+    Example:
+        >>> v = bind_views(np.zeros(128, np.uint8), [Buffer(3, 8, float32, 0, 1, [3], offset=64)])
+        >>> v[3].dtype, v[3].shape, np.shares_memory(v[3], arena)
+        (dtype('float32'), (2,), True)
+
+    Hint: slice bytes first, then ``.view(dtype)``.
+    """
+    raise NotImplementedError("Exercise 8.8: bind_views")
+
+
+def new_arena(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
+    """``nbytes`` of uint8 whose first byte sits on an ``alignment`` boundary."""
+    raw = np.empty(nbytes + alignment, np.uint8)
+    shift = (-raw.ctypes.data) % alignment
+    return raw[shift : shift + nbytes]
+
+
+class ArenaRunner:
+    """``CompiledPlan.runner`` for ``options.memory``: run a plan inside one planned arena.
+
+    Outputs never alias the arena: an output living there is copied out at the end
+    (a few bytes for a loss or logits), so the caller may keep it while the next
+    call reuses the arena.
+    """
+
+    def __init__(self, inplace: bool = True, keep: bool = False):
+        self.inplace, self.keep = inplace, keep
+        self._key = self._prepared = None
+        self.arena = None  # kept between calls when ``keep``
+        self.allocations = 0  # arenas allocated so far (stays 1 with ``keep``)
+        self.peak_bytes = 0  # last call: arena + results made outside it + outputs copied out
+
+    def memory(self, plan) -> MemoryPlan:
+        return self._prepare(plan)[0]
+
+    def _prepare(self, plan):
+        key = tuple(id(st.node) if st.node is not None else id(st.kernel) for st in plan.steps)
+        if key != self._key:
+            mp = plan_memory(plan, inplace=self.inplace)
+            owner = {s: b for b in mp.buffers for s in b.slots + b.views}
+            self._prepared, self._key, self.arena = (mp, owner), key, None
+        return self._prepared
+
+    def _views(self, plan, mp, owner) -> list:
+        if self.arena is None or not self.keep:
+            arena = new_arena(mp.arena_bytes, mp.alignment)
+            views = bind_views(arena, mp.buffers)
+            self.arena = arena
+            self.allocations += 1
+            dests = []
+            for st in plan.steps:
+                b = owner.get(st.out)
+                if b is None or is_view(st):  # a view's kernel makes its own view
+                    dests.append(None)
+                else:  # its own buffer, or one it writes over in place
+                    dests.append(_typed(views[b.slot], st))
+            self._dests = dests
+        return self._dests
+
+    def __call__(self, plan, inputs: list) -> list:
+        try:
+            mp, owner = self._prepare(plan)
+            dests = self._views(plan, mp, owner)
+        except NotImplementedError as e:
+            if "Exercise 8." not in str(e):
+                raise
+            # Chapter 8 not done yet: the plan runs as in chapter 6, without an arena.
+            log.info("%s: running the plan without an arena", e)
+            return run_plan(plan, inputs)
+        slots = [None] * plan.num_slots
+        for s, d in zip(plan.inputs, inputs):
+            slots[s] = d
+        for s, t in plan.consts:
+            slots[s] = t._data
+        extra = 0
+        for st, dest in zip(plan.steps, dests):
+            args = [slots[a] for a in st.args]
+            if dest is None:
+                r = slots[st.out] = st.kernel(*args, out=st.spec, **st.attrs)
+                if not any(np.may_share_memory(r.storage, a.storage) for a in args):
+                    extra += r.storage.nbytes  # a view that had to copy: outside the arena
+            elif getattr(st.kernel, "writes_into", False):
+                slots[st.out] = st.kernel(*args, out=st.spec, dest=dest, **st.attrs)
+            else:  # a kernel that allocates: its result is copied into its place
+                r = st.kernel(*args, out=st.spec, **st.attrs)
+                shape = st.spec.shape
+                np.copyto(dest.reshape(shape), r.as_numpy_view(), casting="unsafe")
+                slots[st.out] = TensorData(dest, shape, tuple(strides_from_shape(shape)), 0)
+        arena = self.arena
+        outs = []
+        for s in plan.outputs:
+            d = slots[s]
+            if d.storage.size and np.may_share_memory(d.storage, arena):
+                d = TensorData.from_numpy(d.as_numpy_view())
+                extra += d.storage.nbytes
+            outs.append(d)
+        self.peak_bytes = mp.arena_bytes + extra
+        if not self.keep:  # the arena dies with the call
+            self.arena = self._dests = None
+        return outs
+
+
+def _typed(view: np.ndarray, st) -> np.ndarray:
+    """The first ``out.size`` elements of ``view`` as the step's dtype (in place: same bytes)."""
+    dtype = np.dtype(st.spec.dtype)
+    if view.dtype != dtype:
+        view = view.view(np.uint8).view(dtype)
+    return view[: st.spec.size]
