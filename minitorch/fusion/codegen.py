@@ -9,7 +9,7 @@ run-time arguments, so one kernel serves every shape of the same rank and layout
 
 Layout classes, per input (part of the cache key, chosen by the runtime):
 
-* ``"flat"``: C-contiguous over the output's whole shape: read at ``o + p``;
+* ``"flat"``: C-contiguous over the output's whole shape: read at ``p`` of ``x[o:]``;
 * ``"scalar"``: one element broadcast everywhere: read once, before the loop;
 * ``"strided"``: anything else: full index arithmetic.
 """
@@ -128,8 +128,11 @@ def elementwise_source(loop: Loop) -> str:
 
     Signature and variables as described in :class:`Loop`. Output element ``p``
     (C order) is at loop indices ``i0..i{ndim-1}``: ``p = (i0*n1 + i1)*n2 + i2 ...``
-    with ``nk = shape[k]``; input ``k`` is read at ``ok + p`` if its layout is
-    ``"flat"``, at ``ok`` if ``"scalar"``, else at ``ok + i0*sk[0] + i1*sk[1] + ...``.
+    with ``nk = shape[k]``. Input ``k`` is read at ``ok`` if its layout is
+    ``"scalar"`` (once, before the loops); if ``"flat"``, slice it first,
+    ``xk = xk[ok:]``, then read ``xk[p]`` (an index Numba knows is not
+    negative: no wrap-around test, so LLVM vectorises the loop); else at
+    ``ok + i0*sk[0] + i1*sk[1] + ...``.
     If no input is strided, one flat loop ``for p in <loop>(out.size)`` is
     enough (and it vectorises). Otherwise nest one loop per axis, the outer
     one ``<loop>``, the others ``range``. A 0-d output has one element.

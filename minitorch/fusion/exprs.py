@@ -29,9 +29,9 @@ _TEMPLATES = {
     "div": "({0} / {1})",  # IEEE with error_model="numpy": x/0 = +-inf, 0/0 = nan
     "maximum": "({0} if ({0} >= {1} or {0} != {0}) else {1})",
     "minimum": "({0} if ({0} <= {1} or {0} != {0}) else {1})",
-    "relu": "({0} if ({0} > 0 or {0} != {0}) else 0)",
+    "relu": "({0} if ({0} > 0 or {0} != {0}) else {zero})",  # a typed 0 keeps SIMD
     "sqrt": "math.sqrt({0})",  # LLVM's sqrt instruction (vectorises); nan below 0 under numpy errors
-    "recip": "(1 / {0})",
+    "recip": "({one} / {0})",
     "eq": "({0} == {1})",
     "ne": "({0} != {1})",
     "lt": "({0} < {1})",
@@ -89,7 +89,8 @@ def op_expr(node, args: list[str]) -> str:
     """
     op = get_op(node.op)
     if op.expr is not None:
-        body = op.expr.format(*args)
+        t = dtype_name(node.spec.dtype)
+        body = op.expr.format(*args, zero=f"{t}(0)", one=f"{t}(1)")
     elif scalar_for(op) is not None:
         body = f"_f_{op.name}({', '.join(args)})"
     else:

@@ -304,17 +304,62 @@ class EpilogueKernel(Generated):
 
 
 def numpy_kernel(node: Node, reason: str) -> Callable:
-    """Run the group op by op on numpy's backend (the cost model's choice, or a refusal)."""
-    from ..tracing.interpreter import interpret
+    """Run the group op by op with numpy's ufuncs (the cost model's choice, or a refusal).
+
+    Still better than unfused: a temporary that dies at the next op is that
+    op's ``out=``, so a chain of N ops allocates (and page-faults in) one
+    array instead of N. Ops without a numpy function go through ``dispatch``.
+    """
+    from ..core.ops import NUMPY_FUNCS
+    from ..tracing.interpreter import run_node
 
     sub, device, spec = _sub(node), node.spec.device, node.spec
+    steps = []
+    for n in sub.ops:
+        fn = NUMPY_FUNCS.get(n.op)
+        ufunc = fn if isinstance(fn, np.ufunc) and get_op(n.op).kind != OpKind.REDUCE else None
+        # an input buffer this op may overwrite: a temporary used by this op alone
+        reuse = [
+            k
+            for k, i in enumerate(n.inputs)
+            if i.op not in ("input", "const") and len(i.users) == 1
+        ]
+        steps.append((n, ufunc, reuse))
 
     def fused(*inputs, out, dest=None, **attrs):
-        with backends.use_backend("numpy"):
-            r = interpret(sub, *(Tensor._make(d, device) for d in inputs))._data
+        env = {i: d.as_numpy_view() for i, d in zip(sub.inputs, inputs)}
+        for c in sub.constants:
+            env[c] = c.value._data.as_numpy_view()
+        temps = set()
+        last = sub.outputs[0]
+        for n, ufunc, reuse in steps:
+            args = [env[i] for i in n.inputs]
+            if ufunc is None:
+                with backends.use_backend("numpy"):
+                    t = [Tensor._make(TensorData.from_numpy(np.asarray(a)), device) for a in args]
+                    env[n] = run_node(n, t).numpy()
+                continue
+            target = dest.reshape(spec.shape) if n is last and dest is not None else None
+            for k in reuse if target is None else ():
+                a = args[k]
+                if id(a) in temps and a.shape == n.spec.shape and a.dtype == n.spec.dtype:
+                    target = a
+                    break
+            if target is not None:
+                env[n] = ufunc(*args, out=target)
+            else:
+                r = ufunc(*args)
+                env[n] = r if r.dtype == n.spec.dtype else r.astype(n.spec.dtype)
+                temps.add(id(env[n]))
+        r = np.asarray(env[last])
         if dest is None:
-            return r
-        np.copyto(dest.reshape(spec.shape), r.as_numpy_view())
+            if id(r) in temps and r.flags.c_contiguous:  # ours: hand it over, no copy
+                return TensorData(
+                    r.reshape(-1), spec.shape, tuple(strides_from_shape(spec.shape)), 0
+                )
+            dest = np.empty(spec.size, spec.dtype)
+        if r.base is not dest and r is not dest:
+            np.copyto(dest.reshape(spec.shape), r)
         return TensorData(dest, spec.shape, tuple(strides_from_shape(spec.shape)), 0)
 
     fused.__name__ = node.attrs.get("name", "fused")

@@ -57,12 +57,16 @@ def elementwise_source(loop: Loop) -> str:
     for i, lay in enumerate(loop.layouts):
         if lay == "scalar":
             src.append(f"{pad}a{i} = x{i}[o{i}]")
+        elif lay == "flat":
+            src.append(f"{pad}x{i} = x{i}[o{i}:]")
     if "strided" not in loop.layouts or loop.ndim == 0:
         src.append(f"{pad}for p in {loop.loop}(out.size):")
         ind = pad * 2
         for i, lay in enumerate(loop.layouts):
-            if lay != "scalar":
-                body.append(f"{ind}a{i} = x{i}[o{i} + p]")
+            if lay == "flat":
+                body.append(f"{ind}a{i} = x{i}[p]")
+            elif lay == "strided":  # only at ndim 0: one element at the offset
+                body.append(f"{ind}a{i} = x{i}[o{i}]")
     else:
         loops = [f"i{d}" for d in range(loop.ndim)]
         sizes = [f"n{d}" for d in range(loop.ndim)]
@@ -75,7 +79,7 @@ def elementwise_source(loop: Loop) -> str:
         body.append(f"{ind}p = {_position(loops, sizes)}")
         for i, lay in enumerate(loop.layouts):
             if lay == "flat":
-                body.append(f"{ind}a{i} = x{i}[o{i} + p]")
+                body.append(f"{ind}a{i} = x{i}[p]")
             elif lay == "strided":
                 body.append(f"{ind}a{i} = x{i}[{_index(f'o{i}', loops, f's{i}')}]")
     body += [ind + line for line in loop.lines]
