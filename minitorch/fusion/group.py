@@ -267,10 +267,10 @@ def build_fused_node(graph: Graph, group: Group, name: str) -> Node:
     """Replace the members of ``group`` in ``graph`` by one ``"fused"`` node; return it.
 
     1. Check the group can be one node, raising ``OpError("fuse", problem)``:
-       every member except ``group.root`` has all its users in the group and is
-       not a graph output ("value needed outside the group"), and no path leaves
-       the group and comes back (``reaches(u, group)`` for a user ``u`` outside
-       the group of any member: "would create a cycle").
+       first that no path leaves the group and comes back (``reaches(u, group)``
+       for a user ``u`` outside the group of any member: "would create a
+       cycle"), then that every member except ``group.root`` has all its users
+       in the group and is not a graph output ("value needed outside the group").
     2. Build the subgraph ``Graph(name)``: one ``add_input(spec, name)`` per
        external input (``group.external_inputs()``, in that order, named like
        the outside node), then a copy of every member, in ``graph.nodes`` order

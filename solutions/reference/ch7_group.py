@@ -111,14 +111,14 @@ def anchor_rule(producer, consumer, group):
 def build_fused_node(graph, group, name):
     root = group.root
     for m in group.members:
+        for u in m.users:
+            if u not in group and reaches(u, group):
+                raise OpError("fuse", f"%{m.name} -> %{u.name}: would create a cycle")
+    for m in group.members:
         if m is root:
             continue
         if any(u not in group for u in m.users) or m in graph.outputs:
             raise OpError("fuse", f"%{m.name} ({m.op}): value needed outside the group")
-    for m in group.members:
-        for u in m.users:
-            if u not in group and reaches(u, group):
-                raise OpError("fuse", f"%{m.name} -> %{u.name}: would create a cycle")
     pos = {n: k for k, n in enumerate(graph.nodes)}
     members = sorted(group.members, key=lambda n: (n is not group.anchor, pos[n]))
     ext = group.external_inputs()
