@@ -161,7 +161,7 @@ def _chain_graph():
     g, (x, y) = graph((4, 5), (5,))
     s = node(g, "sub", x, y)
     e = node(g, "exp", s)
-    m = node(g, "mul", e, s)
+    m = node(g, "mul", e, y)  # y is read twice by the group: one input
     n = node(g, "neg", x)  # not in the group
     g.set_outputs([m, n])
     return g, [s, e, m]
