@@ -41,6 +41,7 @@ from .tracing import *  # noqa: F403  chapter 5
 from . import autograd, tracing
 from . import passes  # chapter 6
 from .passes import CompileOptions, register_pass
+from . import fusion  # chapter 7
 from . import profiler  # chapter 10
 
 __all__ = [
@@ -82,6 +83,7 @@ __all__ = [
     "nn",
     "optim",
     "passes",
+    "fusion",
     "register_pass",
     "CompileOptions",
     "profiler",
