@@ -332,4 +332,8 @@ def compile_graph(graph: Graph, backend=None, passes=None, debug=False, options=
                 f.write(compiled.plan.text() + "\n")
             except NotImplementedError as e:
                 f.write(f"no plan: {e}\n")
+        if fusion is not None:  # chapter 7: the generated source of every fused group
+            from ..fusion.runtime import dump_kernels
+
+            dump_kernels(work, dump)
     return compiled

@@ -563,6 +563,9 @@ class ExplainOutput:
         if self.fusion is not None:
             lines.append("Fusion:")
             lines += [f"  {line}" for line in self.fusion.lines()]
+            from ..fusion.runtime import explain_lines  # how each group runs (codegen)
+
+            lines += explain_lines(self.fusion.groups)
         if self.side_effects:
             lines.append("Side effects (they ran once, while tracing, not on every call):")
             lines += [f"  - {s}" for s in self.side_effects]
