@@ -126,24 +126,33 @@ def body_lines(graph: Graph, names: dict) -> list:
 def elementwise_source(loop: Loop) -> str:
     """The source of the function that computes one fused elementwise group.
 
-    Signature and variables as described in :class:`Loop`. Output element ``p``
-    (C order) is at loop indices ``i0..i{ndim-1}``: ``p = (i0*n1 + i1)*n2 + i2 ...``
-    with ``nk = shape[k]``. Input ``k`` is read at ``ok`` if its layout is
-    ``"scalar"`` (once, before the loops); if ``"flat"``, slice it first,
-    ``xk = xk[ok:]``, then read ``xk[p]`` (an index Numba knows is not
-    negative: no wrap-around test, so LLVM vectorises the loop); else at
-    ``ok + i0*sk[0] + i1*sk[1] + ...``.
-    If no input is strided, one flat loop ``for p in <loop>(out.size)`` is
-    enough (and it vectorises). Otherwise nest one loop per axis, the outer
-    one ``<loop>``, the others ``range``. A 0-d output has one element.
-    Write ``out[p] = <result>`` after the body ``lines``.
+    Signature and variables as described in :class:`Loop`. Before any loop:
+    a ``"scalar"`` input is read once, ``ak = xk[ok]``; a ``"flat"`` input is
+    sliced, ``xk = xk[ok:]``, and read at the output position, ``ak = xk[p]``
+    (an index Numba knows is not negative: no wrap-around test, so LLVM
+    vectorises). If no input is ``"strided"`` (or ``ndim == 0``), one loop
+    ``for p in <loop>(out.size):`` is all it takes.
+
+    Otherwise nest one loop per axis, ``for i<d> in <loop or range>(n<d>)``
+    (``n<d> = shape[d]``; only the outer loop is ``loop.loop``), and keep the
+    index arithmetic incremental, hoisted out of the inner loops:
+    ``q<d> = q<d-1> * n<d> + i<d>`` (``q0 = i0``) is the C-order position so
+    far, ``c<k>_<d> = c<k>_<d-1> + i<d> * s<k>_<d>`` (``c<k>_0`` starts from
+    ``o<k>``; ``s<k>_<d> = s<k>[d]`` read once at the top) the storage
+    position of strided input ``k``. In the innermost loop ``p = q<last>`` and
+    ``ak = xk[np.uint64(c<k>_<last>)]`` (the final index is never negative;
+    unsigned, it needs no wrap-around test either). Then the body ``lines``
+    and ``out[p] = <result>``.
 
     Example (ndim 1, one strided input, ``lines=["v0 = np.float32((-a0))"]``):
         def k(out, shape, x0, o0, s0):
             n0 = shape[0]
+            s0_0 = s0[0]
             for i0 in range(n0):
-                p = i0
-                a0 = x0[o0 + i0 * s0[0]]
+                q0 = i0
+                c0_0 = o0 + i0 * s0_0
+                p = q0
+                a0 = x0[np.uint64(c0_0)]
                 v0 = np.float32((-a0))
                 out[p] = v0
 

@@ -51,40 +51,45 @@ def _position(loops: list, sizes: list) -> str:
 def elementwise_source(loop: Loop) -> str:
     k = len(loop.layouts)
     params = ", ".join(["out", "shape"] + [f"x{i}, o{i}, s{i}" for i in range(k)])
-    src = [f"def {loop.name}({params}):"]
     pad = "    "
-    body = []
+    src = [f"def {loop.name}({params}):"]
+    strided = [i for i, lay in enumerate(loop.layouts) if lay == "strided"]
     for i, lay in enumerate(loop.layouts):
         if lay == "scalar":
             src.append(f"{pad}a{i} = x{i}[o{i}]")
         elif lay == "flat":
             src.append(f"{pad}x{i} = x{i}[o{i}:]")
-    if "strided" not in loop.layouts or loop.ndim == 0:
+    if not strided or loop.ndim == 0:
         src.append(f"{pad}for p in {loop.loop}(out.size):")
         ind = pad * 2
         for i, lay in enumerate(loop.layouts):
             if lay == "flat":
-                body.append(f"{ind}a{i} = x{i}[p]")
+                src.append(f"{ind}a{i} = x{i}[p]")
             elif lay == "strided":  # only at ndim 0: one element at the offset
-                body.append(f"{ind}a{i} = x{i}[o{i}]")
+                src.append(f"{ind}a{i} = x{i}[o{i}]")
     else:
-        loops = [f"i{d}" for d in range(loop.ndim)]
-        sizes = [f"n{d}" for d in range(loop.ndim)]
+        last = loop.ndim - 1
         for d in range(loop.ndim):
             src.append(f"{pad}n{d} = shape[{d}]")
+        for i in strided:
+            src += [f"{pad}s{i}_{d} = s{i}[{d}]" for d in range(loop.ndim)]
         for d in range(loop.ndim):
-            kind = loop.loop if d == 0 else "range"
-            src.append(f"{pad * (d + 1)}for i{d} in {kind}(n{d}):")
-        ind = pad * (loop.ndim + 1)
-        body.append(f"{ind}p = {_position(loops, sizes)}")
+            ind = pad * (d + 1)
+            src.append(f"{ind}for i{d} in {loop.loop if d == 0 else 'range'}(n{d}):")
+            ind += pad
+            src.append(f"{ind}q{d} = " + ("i0" if d == 0 else f"q{d - 1} * n{d} + i{d}"))
+            for i in strided:
+                prev = f"o{i}" if d == 0 else f"c{i}_{d - 1}"
+                src.append(f"{ind}c{i}_{d} = {prev} + i{d} * s{i}_{d}")
+        src.append(f"{ind}p = q{last}")
         for i, lay in enumerate(loop.layouts):
             if lay == "flat":
-                body.append(f"{ind}a{i} = x{i}[p]")
+                src.append(f"{ind}a{i} = x{i}[p]")
             elif lay == "strided":
-                body.append(f"{ind}a{i} = x{i}[{_index(f'o{i}', loops, f's{i}')}]")
-    body += [ind + line for line in loop.lines]
-    body.append(f"{ind}out[p] = {loop.result}")
-    return "\n".join(src + body) + "\n"
+                src.append(f"{ind}a{i} = x{i}[np.uint64(c{i}_{last})]")
+    src += [ind + line for line in loop.lines]
+    src.append(f"{ind}out[p] = {loop.result}")
+    return "\n".join(src) + "\n"
 
 
 def reduce_source(loop: ReduceLoop) -> str:
