@@ -221,3 +221,14 @@ def test_random_programs_compiled_with_fusion_equal_eager(case, strided):
     assert len(names) == len(set(names)) and not copies - set(names)
     for a, b in zip(compiled(*xs), run_program(steps, *xs)):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_onnx_export_refuses_a_fused_node_and_takes_it_inlined():
+    from minitorch.onnx.export import graph_to_onnx
+
+    g = minitorch.jit(lambda x: (x.exp() + 1.0).relu()).trace(_rand(2, 3))
+    fuse(g)
+    with pytest.raises(minitorch.OpError, match="fused"):
+        graph_to_onnx(g, {})
+    model = graph_to_onnx(inline_fused(g), {})
+    assert [n.op_type for n in model.graph.node] == ["Exp", "Add", "Relu", "Identity"]

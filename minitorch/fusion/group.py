@@ -92,8 +92,14 @@ class Group:
     epilogue, looping over its output). Groups without a reduction are all ``"post"``.
     """
 
-    def __init__(self, root: Node):
+    def __init__(self, root: Node, order: dict | None = None):
         self.root = root
+        # node -> position in graph.nodes, shared by the groups of one graph. A node
+        # inserted later gets a position between its neighbours', so positions
+        # already handed out never change (a sort stays consistent).
+        if order is None:
+            order = {n: float(k) for k, n in enumerate(root.graph.nodes)}
+        self.order = order
         self.members: list[Node] = []
         self.side: dict[Node, str] = {}
         self.reduce: Node | None = None
@@ -129,11 +135,22 @@ class Group:
         self.members.append(node)
         self.side[node] = side
 
+    def position(self, node: Node) -> float:
+        """Where ``node`` is in ``graph.nodes``: compare two positions to order two nodes."""
+        k = self.order.get(node)
+        if k is None:  # added since the numbering (a recomputed copy)
+            nodes = self.root.graph.nodes
+            i = nodes.index(node)
+            known = self.order
+            lo = next((known[n] for n in reversed(nodes[:i]) if n in known), -1.0)
+            hi = next((known[n] for n in nodes[i + 1 :] if n in known), lo + 2.0)
+            k = known[node] = (lo + hi) / 2
+        return k
+
     def external_inputs(self) -> list[Node]:
         """Values the group reads from outside, in order of first use (members in graph order)."""
-        order = {n: k for k, n in enumerate(self.root.graph.nodes)}
         seen: dict[Node, None] = {}
-        for m in sorted(self.members, key=order.__getitem__):
+        for m in sorted(self.members, key=self.position):
             for i in m.inputs:
                 if i not in self.side:
                     seen.setdefault(i, None)
@@ -144,14 +161,20 @@ class Group:
 
 
 def reaches(start: Node, group: Group) -> bool:
-    """Is some member of ``group`` reachable from ``start`` by following users?"""
+    """Is some member of ``group`` reachable from ``start`` by following users?
+
+    Nodes placed after the group's last member cannot lead back to it, so the
+    search stops there (users always come later in ``graph.nodes``).
+    """
+    last = max(group.position(m) for m in group.members)
+    order = group.order
     stack, seen = [start], {start}
     while stack:
         n = stack.pop()
         if n in group:
             return True
         for u in n.users:
-            if u not in seen:
+            if u not in seen and order.get(u, -1) <= last:
                 seen.add(u)
                 stack.append(u)
     return False
@@ -211,8 +234,8 @@ def grow_group(group: Group, refusals: list, recomputed: list) -> None:
         >>> g = Group(mul_node); grow_group(g, [], []); [m.op for m in g.members]
         ['mul', 'exp', 'sub']
 
-    Hint: ``graph.add_node(...)`` appends; move the copy with ``nodes.remove`` and
-    ``nodes.insert``. A dict ``{node: position}`` rebuilt after each copy is enough.
+    Hint: ``group.position(node)`` is a node's place in ``graph.nodes``.
+    ``graph.add_node(...)`` appends; move the copy with ``nodes.remove`` and ``nodes.insert``.
     """
     raise NotImplementedError("Exercise 7.2: grow_group")
 
@@ -302,11 +325,12 @@ def find_groups(graph: Graph) -> tuple[list[Group], list[Refusal], list]:
     refusals: list[Refusal] = []
     recomputed: list = []
     grouped: set[Node] = set()
+    order = {n: float(k) for k, n in enumerate(graph.nodes)}  # one numbering for all groups
     for node in reversed(list(graph.nodes)):
         k = kind_of(node)
         if node in grouped or k in (None, OpKind.VIEW, OpKind.ANCHOR) or not fusable_op(node):
             continue
-        group = Group(node)
+        group = Group(node, order)
         grow_group(group, refusals, recomputed)
         grouped.update(group.members)
         groups.append(group)

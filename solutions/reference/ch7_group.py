@@ -48,7 +48,7 @@ def grow_group(group, refusals, recomputed):
     from minitorch.fusion.group import can_fuse
 
     graph = group.root.graph
-    pos = {n: k for k, n in enumerate(graph.nodes)}
+    pos = group.position
     tried = set()
     while True:
         cands = {
@@ -60,9 +60,9 @@ def grow_group(group, refusals, recomputed):
         }
         if not cands:
             return
-        p = max(cands, key=pos.__getitem__)
+        p = max(cands, key=pos)
         tried.add(p)
-        consumer = min((u for u in p.users if u in group), key=pos.__getitem__)
+        consumer = min((u for u in p.users if u in group), key=pos)
         ok, why = can_fuse(p, consumer, group)
         if ok:
             group.add(p)
@@ -76,7 +76,6 @@ def grow_group(group, refusals, recomputed):
                         set_input(u, k, copy)
             group.add(copy)
             recomputed.append((p, copy))
-            pos = {n: k for k, n in enumerate(graph.nodes)}
         else:
             refusals.append(Refusal(p, consumer, why))
 
@@ -119,8 +118,7 @@ def build_fused_node(graph, group, name):
             continue
         if any(u not in group for u in m.users) or m in graph.outputs:
             raise OpError("fuse", f"%{m.name} ({m.op}): value needed outside the group")
-    pos = {n: k for k, n in enumerate(graph.nodes)}
-    members = sorted(group.members, key=lambda n: (n is not group.anchor, pos[n]))
+    members = sorted(group.members, key=lambda n: (n is not group.anchor, group.position(n)))
     ext = group.external_inputs()
     sub = Graph(name)
     env = {i: sub.add_input(i.spec, i.name) for i in ext}
@@ -132,7 +130,7 @@ def build_fused_node(graph, group, name):
         "fused", ext, {"graph": sub, "kind": group.kind, "name": name}, root.spec, where=root.where
     )
     graph.nodes.remove(node)
-    graph.nodes.insert(pos[root], node)
+    graph.nodes.insert(graph.nodes.index(root), node)
     replace_all_uses(root, node)
     gone = set(group.members)
     graph.nodes = [n for n in graph.nodes if n not in gone]

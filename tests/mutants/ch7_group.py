@@ -81,7 +81,7 @@ def can_fuse_limit_off_by_one(producer, consumer, group):
 
 def _grow(group, refusals, recomputed, latest=True, recompute=True, after=True, anchor=True):
     graph = group.root.graph
-    pos = {n: k for k, n in enumerate(graph.nodes)}
+    pos = group.position
     tried = set()
     while True:
         cands = {
@@ -93,9 +93,9 @@ def _grow(group, refusals, recomputed, latest=True, recompute=True, after=True, 
         }
         if not cands:
             return
-        p = (max if latest else min)(cands, key=pos.__getitem__)
+        p = (max if latest else min)(cands, key=pos)
         tried.add(p)
-        consumer = min((u for u in p.users if u in group), key=pos.__getitem__)
+        consumer = min((u for u in p.users if u in group), key=pos)
         ok, why = can_fuse(p, consumer, group)
         if ok:
             group.add(p)
@@ -110,7 +110,6 @@ def _grow(group, refusals, recomputed, latest=True, recompute=True, after=True, 
                         set_input(u, k, copy)
             group.add(copy)
             recomputed.append((p, copy))
-            pos = {n: k for k, n in enumerate(graph.nodes)}
         else:
             refusals.append(Refusal(p, consumer, why))
 
@@ -234,16 +233,12 @@ def _build(
     for m in group.members:
         if m is not root and (any(u not in group for u in m.users) or m in graph.outputs):
             raise OpError("fuse", f"%{m.name} ({m.op}): value needed outside the group")
-    pos = {n: k for k, n in enumerate(graph.nodes)}
-    members = sorted(group.members, key=lambda n: (n is not group.anchor, pos[n]))
+    members = sorted(group.members, key=lambda n: (n is not group.anchor, group.position(n)))
     if dedup:
         ext = group.external_inputs()
     else:
         ext = [
-            i
-            for m in sorted(group.members, key=pos.__getitem__)
-            for i in m.inputs
-            if i not in group
+            i for m in sorted(group.members, key=group.position) for i in m.inputs if i not in group
         ]
     sub = Graph(name)
     env = {}
@@ -256,7 +251,7 @@ def _build(
     node = graph.add_node("fused", ext, attrs, root.spec, where=root.where)
     if place:
         graph.nodes.remove(node)
-        graph.nodes.insert(pos[root], node)
+        graph.nodes.insert(graph.nodes.index(root), node)
     replace_all_uses(root, node)
     gone = set(group.members)
     if remove:

@@ -17,10 +17,12 @@ from ..ch5.programs import programs, run_program
 from .group_cases import (
     check_fused_graph,
     const,
+    fusion_programs,
     graph,
     inputs_for,
     node,
     outputs,
+    run_fusion_program,
     users_consistent,
 )
 
@@ -293,18 +295,38 @@ def _fuse_check(ex, g, xs):
     return work, report
 
 
-@graded("7.2", points=2)
-@settings(max_examples=25)
+def _traced_fusion(arrays, steps):
+    tensors = [minitorch.tensor(a) for a in arrays]
+    g = minitorch.jit(lambda *xs: run_fusion_program(steps, *xs)).trace(*tensors)
+    return g, tensors
+
+
+@graded("7.2", points=1)
+@settings(max_examples=15)
 @given(programs(max_len=8))
 def test_random_programs_fused_and_interpreted_equal_eager_72(case):
     _fuse_check("7.2", *_traced(*case))
 
 
-@graded("7.5", points=2)
+@graded("7.2", points=1)
 @settings(max_examples=25)
+@given(fusion_programs())
+def test_broadcast_reduce_view_programs_fused_equal_eager_72(case):
+    _fuse_check("7.2", *_traced_fusion(*case))
+
+
+@graded("7.5", points=1)
+@settings(max_examples=15)
 @given(programs(max_len=8))
 def test_random_programs_fused_and_interpreted_equal_eager_75(case):
     _fuse_check("7.5", *_traced(*case))
+
+
+@graded("7.5", points=1)
+@settings(max_examples=25)
+@given(fusion_programs())
+def test_broadcast_reduce_view_programs_fused_equal_eager_75(case):
+    _fuse_check("7.5", *_traced_fusion(*case))
 
 
 @graded("7.5", points=1)
