@@ -5,6 +5,7 @@ IR (``ir``); the code generator, kernel cache and runtime live next to them."""
 
 from . import exprs
 from .codegen import body_lines, elementwise_source, loop_strides, reduce_source, structure_key
+from .codegen_cuda import make_cuda_kernel
 from .fuse import fuse, fuse_stage
 from .group import (
     UNFUSABLE,
@@ -26,3 +27,4 @@ from .runtime import make_kernel
 
 # the CPU backends run fused nodes with generated kernels (codegen 7.6-7.10, runtime)
 KERNEL_MAKERS["numpy"] = KERNEL_MAKERS["numba"] = make_kernel
+KERNEL_MAKERS["cuda"] = make_cuda_kernel

@@ -370,6 +370,18 @@ def numpy_kernel(node: Node, reason: str) -> Callable:
     return fused
 
 
+def _probe(k) -> None:
+    """Generate the source once now, so a missing exercise shows here and not mid-run."""
+    loop_strides((1,), (1,), (1,))
+    if isinstance(k, ReduceKernel):
+        structure_key(k.sub, ["reduce"])
+        k.source("serial")
+    else:
+        ew = k.epilogue if isinstance(k, EpilogueKernel) else k
+        structure_key(k.sub, ["flat"])
+        ew.source(["strided"], "serial")
+
+
 def make_kernel(node: Node, backend: str | None = None) -> Callable:
     """The plan kernel of fused ``node`` on a CPU backend (advertises ``writes_into``)."""
     name = node.attrs.get("name", "fused")
@@ -386,8 +398,15 @@ def make_kernel(node: Node, backend: str | None = None) -> Callable:
             k = EpilogueKernel(node, backend)
         else:
             k = ElementwiseKernel(node)
+        _probe(k)
     except Refuse as e:
         DECISIONS[id(node)] = [node, f"numpy (not generated: {e})", []]
+        return numpy_kernel(node, str(e))
+    except NotImplementedError as e:
+        if "Exercise 7." not in str(e):
+            raise
+        # the code generator's exercises are not written yet: the group still runs, on numpy
+        DECISIONS[id(node)] = [node, f"numpy ({e})", []]
         return numpy_kernel(node, str(e))
     DECISIONS[id(node)] = [node, f"generated {kind} kernel", []]
     if kind == "epilogue":
