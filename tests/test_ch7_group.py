@@ -228,7 +228,26 @@ def test_onnx_export_refuses_a_fused_node_and_takes_it_inlined():
 
     g = minitorch.jit(lambda x: (x.exp() + 1.0).relu()).trace(_rand(2, 3))
     fuse(g)
-    with pytest.raises(minitorch.OpError, match="fused"):
+    with pytest.raises(minitorch.OpError, match="inline_fused"):
         graph_to_onnx(g, {})
     model = graph_to_onnx(inline_fused(g), {})
     assert [n.op_type for n in model.graph.node] == ["Exp", "Add", "Relu", "Identity"]
+
+
+def test_refusals_say_which_case_of_the_rule():
+    rep = report.worked_example(n=4, d=3)["report"]
+    details = {(r.producer.op, r.reason): r.detail for r in rep.refusals}
+    assert details[("sum", R.REDUCTION)] == "its result is broadcast back over its input"
+    assert (
+        details[("exp", R.CYCLE)].startswith("%") and "(sum) reads it" in details[("exp", R.CYCLE)]
+    )
+    assert details[("exp", R.OUTSIDE)].endswith("(div)")
+    g, (x, b) = graph((4, 5), (5,))
+    m = node(g, "mul", x, node(g, "exp", b))
+    s = node(g, "softmax", m)
+    out = node(g, "add", s, node(g, "cast", x, dtype="float32"))
+    g.set_outputs([out])
+    got = {r.producer.op: (r.reason, r.detail) for r in fuse(g).refusals}
+    assert got["exp"] == (R.SPACE, "5 value(s) for a loop of 20")
+    assert got["softmax"] == (R.UNFUSABLE, "opaque op")
+    assert got["cast"] == (R.UNFUSABLE, "no scalar formula in the registry")

@@ -315,6 +315,45 @@ def build_fused_node(graph: Graph, group: Group, name: str) -> Node:
     raise NotImplementedError("Exercise 7.5: build_fused_node")
 
 
+def _label(n: Node) -> str:
+    return f"%{n.name} ({n.op})"
+
+
+def detail(r: Refusal, group: Group) -> str:
+    """A short why for refusal ``r`` of a producer by ``group``: the case of the rule."""
+    p, c = r.producer, r.consumer
+    outside = [u for u in dict.fromkeys(p.users) if u not in group]
+    if r.reason == R.UNFUSABLE:
+        op = OPS.get(p.op)
+        if p.op in UNFUSABLE or p.op in IMPURE:
+            return "marked unfusable" if p.op in UNFUSABLE else "impure"
+        if op is None or op.kind is OpKind.OPAQUE:
+            return "opaque op"
+        return "no scalar formula in the registry"
+    if r.reason == R.SPACE and c is not None:
+        return f"{p.spec.size} value(s) for a loop of {loop_size(c)}"
+    if r.reason == R.CYCLE:
+        back = [u for u in outside if reaches(u, group)]
+        return f"{_label(back[0])} reads it and feeds the group" if back else ""
+    if r.reason == R.OUTSIDE:
+        if outside:
+            return "also read by " + ", ".join(_label(u) for u in outside[:3])
+        return "a graph output"
+    if r.reason == R.REDUCTION:
+        if kind_of(p) is OpKind.REDUCE:
+            if group.reduce is not None or group.anchor is not None:
+                return "the group already has a reduction or an anchor"
+            return "its result is broadcast back over its input"
+        return "read before and after the group's reduction"
+    if r.reason == R.ANCHOR:
+        if group.anchor is not None or group.reduce is not None:
+            return "the group already has an anchor or a reduction"
+        return f"{_label(c)} is not elementwise" if c is not None else ""
+    if r.reason == R.LIMIT:
+        return f"{group.num_ops} ops, {len(group.external_inputs())} inputs"
+    return ""
+
+
 def find_groups(graph: Graph) -> tuple[list[Group], list[Refusal], list]:
     """Grow a group from every compute op not yet grouped, latest first.
 
@@ -331,7 +370,12 @@ def find_groups(graph: Graph) -> tuple[list[Group], list[Refusal], list]:
         if node in grouped or k in (None, OpKind.VIEW, OpKind.ANCHOR) or not fusable_op(node):
             continue
         group = Group(node, order)
+        first = len(refusals)
         grow_group(group, refusals, recomputed)
+        for k in range(first, len(refusals)):  # say which case of the rule it was
+            r = refusals[k]
+            if not r.detail:
+                refusals[k] = Refusal(r.producer, r.consumer, r.reason, detail(r, group))
         grouped.update(group.members)
         groups.append(group)
     tried = {r.producer for r in refusals}

@@ -129,11 +129,12 @@ def build_fused_node(graph, group, name):
     node = graph.add_node(
         "fused", ext, {"graph": sub, "kind": group.kind, "name": name}, root.spec, where=root.where
     )
-    graph.nodes.remove(node)
+    graph.nodes.pop()  # add_node appended it; it belongs where the root is
     graph.nodes.insert(graph.nodes.index(root), node)
     replace_all_uses(root, node)
     gone = set(group.members)
-    graph.nodes = [n for n in graph.nodes if n not in gone]
+    for m in group.members:
+        graph.nodes.remove(m)
     for m in group.members:
         for i in m.inputs:
             if i not in gone:

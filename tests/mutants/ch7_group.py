@@ -79,7 +79,9 @@ def can_fuse_limit_off_by_one(producer, consumer, group):
 # ---------------------------------------------------------------- 7.2 grow_group
 
 
-def _grow(group, refusals, recomputed, latest=True, recompute=True, after=True, anchor=True):
+def _grow(
+    group, refusals, recomputed, latest=True, recompute=True, after=True, anchor=True, root=False
+):
     graph = group.root.graph
     pos = group.position
     tried = set()
@@ -96,6 +98,8 @@ def _grow(group, refusals, recomputed, latest=True, recompute=True, after=True, 
         p = (max if latest else min)(cands, key=pos)
         tried.add(p)
         consumer = min((u for u in p.users if u in group), key=pos)
+        if root:
+            consumer = group.root
         ok, why = can_fuse(p, consumer, group)
         if ok:
             group.add(p)
@@ -134,6 +138,11 @@ def grow_group_copy_at_end(group, refusals, recomputed):
 )
 def grow_group_anchor_operands(group, refusals, recomputed):
     _grow(group, refusals, recomputed, anchor=False)
+
+
+@mutant("7.2", "names the group's root as the consumer of every refusal")
+def grow_group_root_as_consumer(group, refusals, recomputed):
+    _grow(group, refusals, recomputed, root=True)
 
 
 # ---------------------------------------------------------------- 7.3 reduce_rule

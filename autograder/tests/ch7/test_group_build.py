@@ -91,6 +91,14 @@ def test_grow_group_records_refusals():
         expected=want,
     )
     check(_ops(group) == ["mul"], "7.2", "nothing joined", got=_ops(group))
+    g2, (x2, b2) = graph((4, 5), (5,))
+    t = node(g2, "tanh", b2)
+    a = node(g2, "add", x2, t)
+    n = node(g2, "neg", a)
+    g2.set_outputs([n])
+    group2, refusals2, _ = _grow(n)
+    got = [(r.producer, r.consumer, r.reason) for r in refusals2]
+    check(got == [(t, a, R.SPACE)], "7.2", "the consumer is the member that reads it", got=got)
 
 
 @graded("7.2", points=1)
