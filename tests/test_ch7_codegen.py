@@ -157,3 +157,21 @@ def test_unhandled_group_runs_on_numpy_with_a_reason():
     got = k(mt.tensor(x)._data, out=node.spec).to_numpy()
     np.testing.assert_allclose(got, x.sum(0) + x.max(0))
     assert exprs.TRANSCENDENTAL >= {"exp", "tanh"}
+
+
+def test_views_of_inputs_fold_into_strides_and_mid_chain_views_refuse():
+    rng = np.random.default_rng(3)
+    x = mt.tensor(rng.standard_normal((4, 6)).astype(np.float32))
+    b = mt.tensor(rng.standard_normal((4,)).astype(np.float32))
+    cases = [
+        (lambda x, b: (x.T + b).relu() * 2.0, "generated"),
+        (lambda x, b: (x.reshape(6, 4) * b - 1.0).relu(), "generated"),
+        (lambda x, b: ((x[1:3] * 2.0) + b[:1]).abs(), "generated"),
+        (lambda x, b: ((x * 2.0).T + b).relu(), "computed inside the group"),
+    ]
+    for f, how in cases:
+        jf = mt.jit(f, options=FUSE)
+        np.testing.assert_allclose(jf(x, b).numpy(), f(x, b).numpy(), rtol=1e-5, atol=1e-6)
+        node = next(n for n in jf.trace(x, b).compile(options=FUSE).graph.nodes if n.op == "fused")
+        runtime.make_kernel(node)
+        assert how in runtime.DECISIONS[id(node)][1], runtime.DECISIONS[id(node)]

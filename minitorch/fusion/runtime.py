@@ -144,13 +144,32 @@ def _check_ops(sub, skip=()) -> None:
 
 
 class ElementwiseKernel(Generated):
+    """An elementwise group. Views of its inputs (permute, reshape, expand...) run first,
+    on metadata only: the loop then reads the viewed input through its strides."""
+
     def __init__(self, node: Node):
         super().__init__(node)
-        _check_ops(self.sub)
-        self.extra = _big_consts(self.sub)
-        names = {n: f"a{k}" for k, n in enumerate(list(self.sub.inputs) + self.extra)}
-        self.lines = body_lines(self.sub, names)
-        self.result = names[self.sub.outputs[0]]
+        sub = self.sub
+        self.extra = _big_consts(sub)
+        leafish = set(sub.inputs) | set(sub.constants)
+        self.views = []
+        for n in sub.ops:
+            if get_op(n.op).kind == OpKind.VIEW:
+                if not all(i in leafish for i in n.inputs):
+                    raise Refuse(f"{n.op} of a value computed inside the group")
+                self.views.append(n)
+                leafish.add(n)
+        _check_ops(sub, skip=set(self.views))
+        if self.views:
+            from ..passes.plan import kernel_for
+
+            self.view_kernels = [kernel_for("numpy")(v) for v in self.views]
+        computing = [n for n in sub.ops if n not in self.views]
+        used = {i for n in computing for i in n.inputs} | {sub.outputs[0]}
+        self.direct = [n for n in list(sub.inputs) + self.extra + self.views if n in used]
+        names = {n: f"a{k}" for k, n in enumerate(self.direct)}
+        self.lines = body_lines(sub, names)
+        self.result = names[sub.outputs[0]]
         self.shape = node.spec.shape
         self.dtype = node.spec.dtype
 
@@ -173,7 +192,13 @@ class ElementwiseKernel(Generated):
         return TensorData(out, shape, tuple(strides_from_shape(shape)), 0)
 
     def __call__(self, *inputs, out, dest=None, **attrs):
-        return self.run(list(inputs) + [c.value._data for c in self.extra], dest)
+        if not self.views:
+            return self.run(list(inputs) + [c.value._data for c in self.extra], dest)
+        env = dict(zip(self.sub.inputs, inputs))
+        env.update((c, c.value._data) for c in self.sub.constants)
+        for v, k in zip(self.views, self.view_kernels):
+            env[v] = k(*(env[i] for i in v.inputs), out=v.spec, **v.attrs)
+        return self.run([env[n] for n in self.direct], dest)
 
 
 class ReduceKernel(Generated):
