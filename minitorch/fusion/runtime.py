@@ -488,14 +488,25 @@ def group_source(node: Node) -> str:
 
 
 def dump_kernels(graph, folder: str) -> None:
-    """Write every fused node's generated source to ``<folder>/kernels/<name>.py``."""
+    """Write every fused node's generated source to ``<folder>/kernels/<name>.py``, and
+    ``kernels/summary.txt``: how each group runs, its key, cached (loads) or not (compiles)."""
     import os
 
     nodes = [n for n in graph.nodes if n.op == "fused"]
     if not nodes:
         return
     os.makedirs(os.path.join(folder, "kernels"), exist_ok=True)
+    lines = [f"kernel cache: {cache.cache_dir()}"]
     for n in nodes:
-        path = os.path.join(folder, "kernels", f"{n.attrs.get('name', 'fused')}.py")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(group_source(n))
+        name = n.attrs.get("name", "fused")
+        source = group_source(n)
+        with open(os.path.join(folder, "kernels", f"{name}.py"), "w", encoding="utf-8") as f:
+            f.write(source)
+        how = DECISIONS.get(id(n), [n, "?"])[1]
+        key = re.search(r"key (\w+)", source)
+        if key:
+            saved = list((cache.cache_dir() / "__pycache__").glob(f"mt_{key.group(1)}.*.nbi"))
+            how += f", mt_{key.group(1)}: " + ("in the cache, loads" if saved else "compiles")
+        lines.append(f"{name}: {how}")
+    with open(os.path.join(folder, "kernels", "summary.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
