@@ -282,7 +282,8 @@ class ReduceKernel(Generated):
                 if self.keepdims:
                     st = tuple(st[a] for a in self.keep)
                 args += [d.storage, d.offset, np.array(st, dtype=np.int64)]
-            self.call(fns, spec.size >= 64, *args)
+            work = int(np.prod(self.full)) if self.keep else 0  # no kept axis: one thread
+            self.call(fns, work >= PARALLEL_MIN, *args)
         return TensorData(res, spec.shape, tuple(strides_from_shape(spec.shape)), 0)
 
 
