@@ -75,9 +75,9 @@ def mlp_layer(a, w, b):
     return (a @ w + b).relu()
 
 
-@benchmark("7.8", points=3, metric="speedup", bands=[(0.97, 1.0), (0.85, 0.5)])
+@benchmark("7.8", points=3, metric="speedup", bands=[(1.05, 1.0), (0.9, 0.5)])
 def bench_matmul_epilogue_vs_unfused(report):
-    an, wn, bn = _inputs((512, 32), (32, 512), (512,), seed=1)
+    an, wn, bn = _inputs((1024, 8), (8, 1024), (1024,), seed=1)
     a, w, b = minitorch.tensor(an), minitorch.tensor(wn), minitorch.tensor(bn)
     fused, unfused = minitorch.jit(mlp_layer, options=FUSE), minitorch.jit(mlp_layer)
     expected = np.maximum(an @ wn + bn, 0)
@@ -94,9 +94,10 @@ def exp_tanh(x):
     return (x.exp() * 0.5).tanh() + x
 
 
-@benchmark("7.8", points=2, metric="ratio", bands=[(0.55, 1.0), (0.35, 0.5)])
+@benchmark("7.8", points=2, metric="ratio", bands=[(0.45, 1.0), (0.2, 0.5)])
 def bench_exp_tanh_chain_vs_numpy(report):
-    """The cost model: fused into a Numba loop, exp and tanh are scalar libm calls (0.2-0.6x)."""
+    """The cost model: fused into a Numba loop, exp and tanh are scalar libm calls (0.06x
+    numpy measured in the book); kept on numpy ufuncs they run at 0.57-1.0x numpy here."""
     (xn,) = _inputs((N,), seed=2)
     xn = np.clip(xn, -4, 4)
     x = minitorch.tensor(xn)
