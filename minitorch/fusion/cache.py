@@ -1,7 +1,7 @@
 """The kernel cache: generated source as real files, named by a structural key.
 
 Numba's ``cache=True`` only works for functions defined in a file it can find
-again, so every generated kernel is written to ``<cache dir>/mt_<key>.py``
+again, so every generated kernel is written to ``<cache dir>/mt_<key>_<digest>.py``
 and imported from there. A second process (or a second graph with the same
 structure) imports the same file and Numba loads the machine code it saved
 beside it: nothing is compiled again. The folder is ``MINITORCH_KERNEL_CACHE``,
@@ -10,6 +10,7 @@ else ``~/.cache/minitorch/kernels``, else the temp folder (a read-only home).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import sys
@@ -38,8 +39,12 @@ def cache_dir() -> Path:
 
 
 def load(key: str, source: str):
-    """Import the module ``mt_<key>`` from the cache folder, writing it first if new."""
-    name = f"mt_{key}"
+    """Import the module ``mt_<key>_<source digest>`` from the cache folder (written if new).
+
+    The structural key names what the kernel computes; the digest of the source
+    tells apart two generators (the reference and yours) writing the same group.
+    """
+    name = f"mt_{key}_{hashlib.sha256(source.encode()).hexdigest()[:6]}"
     module = sys.modules.get(name)
     if module is not None:
         return module

@@ -506,7 +506,7 @@ def dump_kernels(graph, folder: str) -> None:
         how = DECISIONS.get(id(n), [n, "?"])[1]
         key = re.search(r"key (\w+)", source)
         if key:
-            saved = list((cache.cache_dir() / "__pycache__").glob(f"mt_{key.group(1)}.*.nbi"))
+            saved = list((cache.cache_dir() / "__pycache__").glob(f"mt_{key.group(1)}_*.nbi"))
             how += f", mt_{key.group(1)}: " + ("in the cache, loads" if saved else "compiles")
         lines.append(f"{name}: {how}")
     with open(os.path.join(folder, "kernels", "summary.txt"), "w", encoding="utf-8") as f:
