@@ -41,6 +41,7 @@ from .tracing import *  # noqa: F403  chapter 5
 from . import autograd, tracing
 from . import passes  # chapter 6
 from .passes import CompileOptions, register_pass
+from . import fusion  # chapter 7
 from . import memory  # chapter 8
 from .memory import memory_summary, temp_allocator, track_memory
 from . import profiler  # chapter 10
@@ -84,6 +85,7 @@ __all__ = [
     "nn",
     "optim",
     "passes",
+    "fusion",
     "register_pass",
     "CompileOptions",
     "memory",

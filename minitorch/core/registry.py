@@ -67,6 +67,7 @@ class OpDef:
     kernels: dict[str, Callable] = field(default_factory=dict)  # backend name -> kernel
     vjp: Callable | None = None  # chapter 2: vjp(grad, out, *inputs, **attrs)
     onnx: Callable | None = None  # chapter 10: onnx(ctx, node, names) -> output name
+    expr: str | None = None  # chapter 7: ``scalar`` as an inline template, "({0} + {1})"
     doc: str = ""
 
     def bind(self, attrs: dict, specs: list[Spec]) -> dict:

@@ -3,7 +3,7 @@
 A :class:`Pattern` names the op of the node it looks at and a function that
 returns what to use instead (``None``: no match). :func:`apply_patterns` walks
 the graph with a table of patterns until nothing matches any more. Chapter 7's
-fusion grouping plugs its own table into the same mechanism.
+fusion grouping edits graphs through the same rewrite API (``rewrite.py``).
 
 Rules must keep eager's answer bit for bit, for every input, NaN and inf
 included, and must never change the shape or dtype of a value. ``x * 0 -> 0``

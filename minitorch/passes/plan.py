@@ -121,6 +121,10 @@ def kernel_for(backend: str | None) -> Callable[[Node], Callable]:
         if node.op == "cond":
             return _cond_kernel(node)
         b = backends.get_backend(backend) if backend else backends.current(node.spec.device)
+        if node.op == "fused":  # chapter 7: a generated kernel, or the subgraph interpreted
+            from ..fusion.ir import fused_kernel
+
+            return fused_kernel(node, b.name)
         op = get_op(node.op)
         k = b.kernel(op)
         if (
@@ -391,8 +395,13 @@ def compile_graph(graph: Graph, backend=None, passes=None, debug=False, options=
         work, stats = clone_graph(graph), []
     if debug:
         work.verify()
-    # chapter 7: fusion runs here, on ``work``, when options.fuse
+    fusion = None
+    if options.fuse:  # chapter 7: group ops into fused nodes, dumped as NN-fused.txt
+        from ..fusion import fuse_stage
+
+        fusion = fuse_stage(work, debug=debug, dump=dump, number=len(stats) + 1)
     compiled = CompiledPlan(graph, work, backend, stats, options)
+    compiled.fusion = fusion  # a FusionReport (groups, refusals) or None
     # chapters 8 and 9: memory planning and the runner are chosen here from ``options``
     if options.memory:
         from ..memory import install
@@ -404,4 +413,8 @@ def compile_graph(graph: Graph, backend=None, passes=None, debug=False, options=
                 f.write(compiled.plan.text() + "\n")
             except NotImplementedError as e:
                 f.write(f"no plan: {e}\n")
+        if fusion is not None:  # chapter 7: the generated source of every fused group
+            from ..fusion.runtime import dump_kernels
+
+            dump_kernels(work, dump)
     return compiled

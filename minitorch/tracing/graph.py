@@ -3,7 +3,7 @@
 A :class:`Graph` is a list of :class:`Node` in execution order. Every node has
 an ``op``: ``"input"`` (a graph input), ``"const"`` (a concrete tensor baked into
 the graph), ``"cond"`` (a higher-order node holding two subgraphs) or the name of
-an op in the shared registry. Each node carries the :class:`Spec` that shape
+an op in the shared registry; ``"fused"`` (chapter 7) holds a group of ops as a subgraph. Each node carries the :class:`Spec` that shape
 inference gave it, its users, and where in the user's code it came from.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.registry import Spec
 
-SPECIAL = ("input", "const", "cond")
+SPECIAL = ("input", "const", "cond", "fused")  # fused: a chapter-7 group, see minitorch.fusion
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIP = (_PKG + os.sep, os.path.join(os.path.dirname(_PKG), "solutions") + os.sep)
@@ -188,6 +188,8 @@ class Graph:
             if n.op == "cond":
                 for key in ("true_graph", "false_graph"):
                     lines.append(n.attrs[key].text(indent + "    "))
+            elif n.op == "fused":
+                lines.append(n.attrs["graph"].text(indent + "    "))
         outs = ", ".join(f"%{n.name}" for n in self.outputs)
         lines.append(f"{indent}  return ({outs})")
         lines.append(f"{indent}}}")
@@ -222,6 +224,14 @@ class Graph:
                     lines.append(f'{pad}subgraph "cluster_{sub}" {{ label="{n.name} {key[:-6]}";')
                     n.attrs[key]._dot_body(lines, sub, pad + "  ")
                     lines.append(f"{pad}}}")
+            elif n.op == "fused":
+                sub, kind = f"{prefix}{n.name}_", n.attrs["kind"]
+                lines.append(
+                    f'{pad}subgraph "cluster_{sub}" {{ label="{n.attrs["name"]} ({kind})"; '
+                    "style=filled; fillcolor=lightyellow;"
+                )
+                n.attrs["graph"]._dot_body(lines, sub, pad + "  ")
+                lines.append(f"{pad}}}")
         for k, o in enumerate(self.outputs):
             lines.append(f'{pad}"{prefix}out{k}" [label="output {k}", shape=plaintext];')
             lines.append(f'{pad}{nid(o)} -> "{prefix}out{k}";')
@@ -231,7 +241,12 @@ class Graph:
         """Check the graph is well formed (exercise 5.5); returns the graph."""
         from .passes import verify_graph
 
-        verify_graph(self)
+        if any(n.op == "fused" for n in self.nodes):  # chapter 7: check each group, then inline
+            from ..fusion.ir import verify_with_fused
+
+            verify_with_fused(self, verify_graph)
+        else:
+            verify_graph(self)
         return self
 
     def compile(self, backend: str | None = None, passes=None, debug: bool = False, options=None):

@@ -13,10 +13,13 @@ from .graph import Graph, Node
 
 
 def run_node(node: Node, args: list):
-    """Compute one node on concrete tensors: ``dispatch`` for a registry op, a branch for cond."""
+    """Compute one node on concrete tensors: ``dispatch`` for a registry op, a branch for
+    cond, the subgraph for a fused group."""
     if node.op == "cond":
         branch = node.attrs["true_graph"] if bool(args[0]) else node.attrs["false_graph"]
         return interpret(branch, *args[1:])
+    if node.op == "fused":  # chapter 7: a group runs its ops one by one, as eager would
+        return interpret(node.attrs["graph"], *args)
     return dispatch(node.op, *args, **node.attrs)
 
 

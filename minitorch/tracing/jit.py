@@ -548,6 +548,7 @@ class ExplainOutput:
     graphs: list[Graph]
     out: object = None
     side_effects: list[str] = field(default_factory=list)
+    fusion: object = None  # chapter 7: a FusionReport when options.fuse
 
     @property
     def op_count(self) -> int:
@@ -567,7 +568,13 @@ class ExplainOutput:
         if self.pass_stats:
             lines.append("Passes:")
             lines += [f"  {s}" for s in self.pass_stats]
-        lines += getattr(self, "stage_lines", [])  # chapters 7-9, through EXPLAIN_HOOKS
+        if self.fusion is not None:
+            lines.append("Fusion:")
+            lines += [f"  {line}" for line in self.fusion.lines()]
+            from ..fusion.runtime import explain_lines  # how each group runs (codegen)
+
+            lines += explain_lines(self.fusion.groups)
+        lines += getattr(self, "stage_lines", [])  # chapters 8-9, through EXPLAIN_HOOKS
         if self.side_effects:
             lines.append("Side effects (they ran once, while tracing, not on every call):")
             lines += [f"  - {s}" for s in self.side_effects]
@@ -578,20 +585,27 @@ class ExplainOutput:
 EXPLAIN_HOOKS: list = []
 
 
-def explain(fn):
-    """``explain(fn)(*inputs)``: trace once, print and return graphs, breaks and side effects."""
+def explain(fn, options=None):
+    """``explain(fn)(*inputs)``: trace once, print and return graphs, breaks and side effects.
+
+    ``options`` (default: those of a jitted ``fn``) turns on later stages, which add
+    their lines: fused groups and every refusal's reason (chapter 7).
+    """
     inner = fn.fn if isinstance(fn, JitFunction) else fn
+    if options is None and isinstance(fn, JitFunction):
+        options = fn.options
     binder = _Binder(inner)
     name = JitFunction.name.fget(types.SimpleNamespace(fn=inner))
 
     def run(*args, **kwargs) -> ExplainOutput:
         names, values, bound = binder.flatten(args, kwargs)
-        t = trace_call(inner, binder, names, values, bound, False, name)
+        t = trace_call(inner, binder, names, values, bound, False, name, options=options)
         graphs = [g for g in t.graphs if len(g)]
         out = ExplainOutput(
             len(graphs), len(t.breaks), list(t.breaks), graphs, t.result, list(t.side_effects)
         )
         out.pass_stats = list(getattr(t.compiled, "stats", []))
+        out.fusion = getattr(t.compiled, "fusion", None)
         if t.compiled is not None:
             out.stage_lines = [line for hook in EXPLAIN_HOOKS for line in hook(t.compiled)]
         print(out)

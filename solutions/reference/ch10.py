@@ -143,7 +143,9 @@ def graph_to_onnx(graph, dynamic, opset=18):
             raise OpError(
                 "onnx.export",
                 f"node %{node.name} is a {node.op!r}, which has no ONNX form here",
-                hint="compute both branches and select with minitorch.where, then export",
+                hint="export minitorch.fusion.inline_fused(graph), the same graph unfused"
+                if node.op == "fused"
+                else "compute both branches and select with minitorch.where, then export",
             )
         emit = OPS[node.op].onnx
         if emit is None:

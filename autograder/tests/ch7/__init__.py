@@ -1,0 +1,1 @@
+"""Graded tests, chapter 7: fusion grouping (test_group_*) and code generation."""

@@ -1,0 +1,370 @@
+"""Graded tests, chapter 7 grouping: growing groups (7.2), building fused nodes (7.5),
+and random programs fused and interpreted giving eager's answer."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+
+import minitorch
+from autograder.harness import check, graded
+from minitorch.fusion import FUSED, Group, build_fused_node, fuse, grow_group
+from minitorch.fusion import reasons as R
+from minitorch.passes import CompileOptions, clone_graph
+from minitorch.tracing import interpret
+
+from ..ch5.programs import programs, run_program
+from .group_cases import (
+    check_fused_graph,
+    const,
+    fusion_programs,
+    graph,
+    inputs_for,
+    node,
+    outputs,
+    run_fusion_program,
+    users_consistent,
+)
+
+
+def _grow(root):
+    group, refusals, recomputed = Group(root), [], []
+    grow_group(group, refusals, recomputed)
+    return group, refusals, recomputed
+
+
+def _ops(group):
+    return sorted(m.op for m in group.members)
+
+
+# ---------------------------------------------------------------- 7.2
+
+
+@graded("7.2", points=1)
+def test_grow_group_takes_a_chain_with_views():
+    g, (x, y) = graph((4, 5), (5, 4))
+    t = node(g, "permute", y, order=(1, 0))
+    s = node(g, "sub", x, t)
+    e = node(g, "exp", s)
+    r = node(g, "reshape", e, shape=(20,))
+    m = node(g, "mul", r, const(g, 2.0))
+    g.set_outputs([m])
+    group, refusals, _ = _grow(m)
+    got = _ops(group)
+    check(got == ["exp", "mul", "permute", "reshape", "sub"], "7.2", "the whole chain", got=got)
+    check(refusals == [], "7.2", "nothing was refused", got=refusals)
+
+
+@graded("7.2", points=1)
+def test_grow_group_diamond_latest_first():
+    g, (x,) = graph((3, 4))
+    p = node(g, "mul", x, x)
+    u = node(g, "exp", p)
+    c = node(g, "add", p, u)  # p is read by c directly and through u
+    g.set_outputs([c])
+    group, refusals, _ = _grow(c)
+    check(
+        _ops(group) == ["add", "exp", "mul"],
+        "7.2",
+        "decide exp (later) before mul, or mul looks needed outside",
+        got=_ops(group),
+        refusals=[str(r) for r in refusals],
+    )
+
+
+@graded("7.2", points=1)
+def test_grow_group_records_refusals():
+    g, (x, b) = graph((4, 5), (5,))
+    s = node(g, "sub", x, x)
+    e = node(g, "exp", s)  # also a graph output
+    eb = node(g, "tanh", b)  # broadcast
+    m = node(g, "mul", e, eb)
+    g.set_outputs([m, e])
+    group, refusals, _ = _grow(m)
+    got = sorted((r.producer.op, r.consumer.op, r.reason) for r in refusals)
+    want = sorted([("exp", "mul", R.OUTSIDE), ("tanh", "mul", R.SPACE)])
+    check(
+        got == want,
+        "7.2",
+        "one refusal per candidate, with both nodes and the reason",
+        got=got,
+        expected=want,
+    )
+    check(_ops(group) == ["mul"], "7.2", "nothing joined", got=_ops(group))
+    g2, (x2, b2) = graph((4, 5), (5,))
+    t = node(g2, "tanh", b2)
+    a = node(g2, "add", x2, t)
+    n = node(g2, "neg", a)
+    g2.set_outputs([n])
+    group2, refusals2, _ = _grow(n)
+    got = [(r.producer, r.consumer, r.reason) for r in refusals2]
+    check(got == [(t, a, R.SPACE)], "7.2", "the consumer is the member that reads it", got=got)
+
+
+@graded("7.2", points=1)
+def test_grow_group_recomputes_a_cheap_value():
+    g, (x, y) = graph((3, 4), (3, 4))
+    p = node(g, "add", x, y)  # one op on inputs: cheap
+    q = node(g, "mul", p, p)
+    r = node(g, "neg", q)
+    g.set_outputs([r, p])
+    before = outputs(g, inputs_for(g))
+    group, refusals, recomputed = _grow(r)
+    check(
+        len(recomputed) == 1 and recomputed[0][0] is p,
+        "7.2",
+        "record (original, copy)",
+        got=recomputed,
+    )
+    copy = recomputed[0][1]
+    check(copy in group and p not in group, "7.2", "the copy is in the group, p stays out")
+    check(
+        copy in g.nodes and g.nodes.index(copy) == g.nodes.index(p) + 1,
+        "7.2",
+        "the copy goes right after the original",
+        nodes=g.nodes,
+    )
+    check(
+        q.inputs == [copy, copy] and g.outputs[1] is p,
+        "7.2",
+        "the group reads the copy; the output stays p",
+        got=q.inputs,
+    )
+    check(
+        copy.spec == p.spec and copy.op == p.op and copy.inputs == p.inputs,
+        "7.2",
+        "the copy computes the same thing",
+    )
+    check(users_consistent(g) and refusals == [], "7.2", "users lists must stay consistent")
+    g.verify()
+    after = outputs(g, inputs_for(g))
+    check(all(np.array_equal(a, b) for a, b in zip(before, after)), "7.2", "same answer")
+
+
+@graded("7.2", points=1)
+def test_grow_group_never_fuses_into_an_anchor_prologue():
+    g, (x, w, b) = graph((4, 6), (6, 5), (5,))
+    ex = node(g, "exp", x)
+    mm = node(g, "matmul", ex, w)
+    a = node(g, "add", mm, b)
+    r = node(g, "relu", a)
+    g.set_outputs([r])
+    group, refusals, _ = _grow(r)
+    check(
+        _ops(group) == ["add", "matmul", "relu"] and group.kind == "epilogue",
+        "7.2",
+        "matmul + bias + relu, without the matmul's operand",
+        got=_ops(group),
+    )
+    check(
+        refusals == [],
+        "7.2",
+        "an anchor's operands are not merge candidates",
+        got=[str(r) for r in refusals],
+    )
+
+
+# ---------------------------------------------------------------- 7.5
+
+
+def _chain_graph():
+    g, (x, y) = graph((4, 5), (5,))
+    s = node(g, "sub", x, y)
+    e = node(g, "exp", s)
+    m = node(g, "mul", e, y)  # y is read twice by the group: one input
+    n = node(g, "neg", x)  # not in the group
+    g.set_outputs([m, n])
+    return g, [s, e, m]
+
+
+@graded("7.5", points=2)
+def test_build_fused_node_structure():
+    g, (s, e, m) = _chain_graph()
+    xs = inputs_for(g)
+    before = outputs(g, xs)
+    group = Group(m)
+    group.add(e)
+    group.add(s)
+    pos = g.nodes.index(m)
+    f = build_fused_node(g, group, "fused_7")
+    check(
+        f.op == FUSED and f.attrs["name"] == "fused_7" and f.attrs["kind"] == "elementwise",
+        "7.5",
+        "op 'fused' with attrs name and kind",
+        got=f.format(),
+    )
+    check(
+        f.spec == m.spec and f.inputs == g.inputs,
+        "7.5",
+        "the node's inputs are the outside values, in order of first use, once each",
+        got=f.inputs,
+    )
+    check(g.nodes.index(f) == pos - 2, "7.5", "the node takes the root's place", nodes=g.nodes)
+    check(not ({s, e, m} & set(g.nodes)), "7.5", "the members leave the graph", nodes=g.nodes)
+    check(g.outputs[0] is f and users_consistent(g), "7.5", "uses of the root now read the node")
+    check(
+        all(m not in i.users for i in g.inputs for m in (s, e)),
+        "7.5",
+        "members are no longer users of the outside values",
+    )
+    sub = f.attrs["graph"]
+    check(
+        [n.op for n in sub.ops] == ["sub", "exp", "mul"],
+        "7.5",
+        "members in graph order",
+        got=sub.op_names(),
+    )
+    check(
+        [i.spec for i in sub.inputs] == [i.spec for i in f.inputs],
+        "7.5",
+        "subgraph inputs match the node's inputs",
+    )
+    check(len(sub.outputs) == 1 and sub.outputs[0].spec == f.spec, "7.5", "one output")
+    check(
+        interpret(sub, *xs).shape == f.spec.shape,
+        "7.5",
+        "interpreting the subgraph gives one tensor (out_tree leaf 0)",
+    )
+    g.verify()
+    after = outputs(g, xs)
+    check(all(np.array_equal(a, b) for a, b in zip(before, after)), "7.5", "same answer")
+
+
+@graded("7.5", points=1)
+def test_build_fused_node_anchor_first():
+    g, (b, x, w) = graph((5,), (4, 6), (6, 5))
+    bb = node(g, "mul", b, b)
+    bb2 = node(g, "add", node(g, "reshape", bb, shape=(1, 5)), const(g, 1.0))
+    mm = node(g, "matmul", x, w)
+    a = node(g, "add", mm, node(g, "expand", bb2, shape=(4, 5)))
+    r = node(g, "relu", a)
+    g.set_outputs([r])
+    group = Group(r)
+    for n in (a, mm):
+        group.add(n)
+    f = build_fused_node(g, group, "fused_0")
+    sub = f.attrs["graph"]
+    check(
+        sub.ops[0].op == "matmul" and f.attrs["kind"] == "epilogue",
+        "7.5",
+        "an epilogue subgraph starts with its anchor",
+        got=sub.op_names(),
+    )
+    g.verify()
+
+
+@graded("7.5", points=1)
+def test_build_fused_node_refuses_bad_groups():
+    g, (x, y) = graph((3, 4), (3, 4))
+    p = node(g, "mul", x, y)
+    sm = node(g, "softmax", p)
+    c = node(g, "add", p, sm)
+    g.set_outputs([c])
+    group = Group(c)
+    group.add(p)  # p -> softmax -> c leaves the group and comes back
+    text = str(g)
+    try:
+        build_fused_node(g, group, "bad")
+        raised = ""
+    except minitorch.OpError as e:
+        raised = str(e)
+    check("cycle" in raised, "7.5", "a group that would need itself is refused", got=raised)
+    check(str(g) == text, "7.5", "and the graph is left as it was", after=str(g))
+    g2, (u,) = graph((3,))
+    e = node(g2, "exp", u)
+    n = node(g2, "neg", e)
+    g2.set_outputs([n, e])
+    grp = Group(n)
+    grp.add(e)
+    try:
+        build_fused_node(g2, grp, "bad")
+        raised = ""
+    except minitorch.OpError as err:
+        raised = str(err)
+    check("outside" in raised, "7.5", "a member needed outside is refused", got=raised)
+
+
+# ---------------------------------------------------------------- the whole fuser
+
+
+def _traced(shape, arrays, steps):
+    tensors = [minitorch.tensor(a) for a in arrays]
+    g = minitorch.jit(lambda *xs: run_program(steps, *xs)).trace(*tensors)
+    return g, tensors
+
+
+def _fuse_check(ex, g, xs):
+    before = outputs(g, xs)
+    work = clone_graph(g)
+    original = [n.name for n in work.ops]
+    report = fuse(work)
+    copies = {c.name for _, c in report.recomputed}
+    check_fused_graph(ex, work, before, xs, [k for k in original if k not in copies])
+    return work, report
+
+
+def _traced_fusion(arrays, steps):
+    tensors = [minitorch.tensor(a) for a in arrays]
+    g = minitorch.jit(lambda *xs: run_fusion_program(steps, *xs)).trace(*tensors)
+    return g, tensors
+
+
+@graded("7.2", points=1)
+@settings(max_examples=15)
+@given(programs(max_len=8))
+def test_random_programs_fused_and_interpreted_equal_eager_72(case):
+    _fuse_check("7.2", *_traced(*case))
+
+
+@graded("7.2", points=1)
+@settings(max_examples=25)
+@given(fusion_programs())
+def test_broadcast_reduce_view_programs_fused_equal_eager_72(case):
+    _fuse_check("7.2", *_traced_fusion(*case))
+
+
+@graded("7.5", points=1)
+@settings(max_examples=15)
+@given(programs(max_len=8))
+def test_random_programs_fused_and_interpreted_equal_eager_75(case):
+    _fuse_check("7.5", *_traced(*case))
+
+
+@graded("7.5", points=1)
+@settings(max_examples=25)
+@given(fusion_programs())
+def test_broadcast_reduce_view_programs_fused_equal_eager_75(case):
+    _fuse_check("7.5", *_traced_fusion(*case))
+
+
+@graded("7.5", points=1)
+def test_jit_with_fuse_gives_eager_on_strided_and_empty_inputs():
+    def f(x, y, b):
+        a = ((x - y.T) * 2.0).exp()
+        s = (a - a.max(1, keepdims=True)).exp().sum(1)
+        return (x @ y + b).relu(), s / 3.0, (x.T.reshape(-1) * 2 + 1).tanh()
+
+    rng = np.random.default_rng(3)
+    for n in (4, 0):
+        x = minitorch.tensor(rng.standard_normal((n, 5)).astype(np.float32))
+        big = minitorch.tensor(rng.standard_normal((10, 2 * n)).astype(np.float32))
+        y = big[::-2, ::2]  # a negative-stride, non-contiguous view (5, n)
+        b = minitorch.tensor(rng.standard_normal(n).astype(np.float32))
+        opts = CompileOptions(fuse=True)
+        compiled = minitorch.jit(f, options=opts).trace(x, y, b).compile(options=opts)
+        kinds = sorted(n.attrs["kind"] for n in compiled.graph.nodes if n.op == FUSED)
+        check(
+            kinds == ["elementwise", "elementwise", "epilogue", "reduce"],
+            "7.5",
+            "compile(options=CompileOptions(fuse=True)) must fuse",
+            got=str(compiled.graph),
+        )
+        got = compiled(x, y, b)
+        want = f(x, y, b)
+        for o, w in zip(got, want):
+            check(
+                np.array_equal(o.numpy(), w.numpy(), equal_nan=True),
+                "7.5",
+                "fused and compiled differs from eager",
+                n=n,
+            )

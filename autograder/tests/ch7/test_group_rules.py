@@ -1,0 +1,283 @@
+"""Graded tests, chapter 7 grouping: the merge rules can_fuse (7.1), reduce_rule (7.3),
+anchor_rule (7.4), on small named graphs with the expected reasons."""
+
+from __future__ import annotations
+
+from autograder.harness import check, graded
+from minitorch.fusion import UNFUSABLE, Group, anchor_rule, can_fuse, reduce_rule
+from minitorch.fusion import reasons as R
+
+from .group_cases import const, graph, node
+
+
+def _grown(root, *members):
+    g = Group(root)
+    for m in members:
+        g.add(m)
+    return g
+
+
+# ---------------------------------------------------------------- 7.1
+
+
+@graded("7.1", points=1)
+def test_can_fuse_allows_a_chain_and_a_diamond():
+    g, (x, y) = graph((4, 5), (4, 5))
+    s = node(g, "sub", x, y)
+    e = node(g, "exp", s)
+    m = node(g, "mul", e, s)  # s is read twice: a diamond
+    g.set_outputs([m])
+    group = Group(m)
+    check(
+        can_fuse(e, m, group) == (True, None),
+        "7.1",
+        "exp -> mul is a plain chain",
+        got=can_fuse(e, m, group),
+    )
+    group.add(e)
+    got = can_fuse(s, e, group)
+    check(got == (True, None), "7.1", "both users of sub are in the group (diamond)", got=got)
+
+
+@graded("7.1", points=1)
+def test_can_fuse_refuses_unfusable_ops_first():
+    g, (x,) = graph((4, 5))
+    sm = node(g, "softmax", x)  # opaque
+    c = node(g, "cast", x, dtype="float64")  # no scalar formula
+    mean = node(g, "mean", x, axis=1, keepdims=True)  # a reduction without a fold formula
+    t = node(g, "tanh", x)
+    out = node(g, "add", node(g, "add", node(g, "mul", sm, t), c), mean)
+    g.set_outputs([out, sm])  # softmax is also an output: the op reason comes first
+    for p in (sm, c, mean):
+        user = p.users[0]
+        got = can_fuse(p, user, Group(user))
+        check(got == (False, R.UNFUSABLE), "7.1", f"{p.op} cannot be in a loop body", got=got)
+    mul = sm.users[0]
+    UNFUSABLE.add("tanh")
+    try:
+        got = can_fuse(t, mul, Group(mul))
+    finally:
+        UNFUSABLE.discard("tanh")
+    check(got == (False, R.UNFUSABLE), "7.1", "an op marked unfusable stays out", got=got)
+
+
+@graded("7.1", points=1)
+def test_can_fuse_iteration_space():
+    g, (x, b, z) = graph((4, 5), (5,), (0, 5))
+    eb = node(g, "exp", b)  # 5 values, broadcast to 20
+    a = node(g, "add", x, eb)
+    ez = node(g, "exp", b)
+    a0 = node(g, "add", z, ez)  # a size-0 loop
+    r = node(g, "reshape", node(g, "exp", x), shape=(20,))
+    m = node(g, "mul", r, const(g, 2.0))
+    g.set_outputs([a, a0, m])
+    got = can_fuse(eb, a, Group(a))
+    check(
+        got == (False, R.SPACE), "7.1", "a broadcast producer has another iteration space", got=got
+    )
+    got = can_fuse(ez, a0, Group(a0))
+    check(got == (False, R.SPACE), "7.1", "5 values feeding a loop of 0", got=got)
+    got = can_fuse(r, m, Group(m))
+    check(got == (True, None), "7.1", "a reshape keeps the element count: same space", got=got)
+    got = can_fuse(r.inputs[0], r, _grown(m, r))
+    check(got == (True, None), "7.1", "a view is an index map, not a new space", got=got)
+
+
+@graded("7.1", points=1)
+def test_can_fuse_outside_value_and_cycle():
+    g, (x, y) = graph((3, 4), (3, 4))
+    p = node(g, "mul", x, y)
+    sm = node(g, "softmax", p)  # an outside (opaque) user that feeds the group
+    c = node(g, "add", p, sm)
+    q = node(g, "sub", x, y)
+    d = node(g, "exp", q)
+    g.set_outputs([c, d, q])
+    got = can_fuse(p, c, Group(c))
+    check(
+        got == (False, R.CYCLE), "7.1", "p -> softmax -> add: the group would need itself", got=got
+    )
+    got = can_fuse(q, d, Group(d))
+    check(got == (False, R.OUTSIDE), "7.1", "a graph output is needed outside", got=got)
+    g2, (u, v) = graph((3,), (3,))
+    s = node(g2, "add", u, v)
+    e = node(g2, "exp", s)
+    n = node(g2, "neg", s)
+    g2.set_outputs([e, n])
+    got = can_fuse(s, e, Group(e))
+    check(got == (False, R.OUTSIDE), "7.1", "neg (another group) needs add's value", got=got)
+
+
+@graded("7.1", points=1)
+def test_can_fuse_size_limits():
+    g, xs = graph(*[(3,)] * 18, names=[f"x{k}" for k in range(18)])
+    v = node(g, "neg", xs[0])
+    chain = [v]
+    for _ in range(R.MAX_OPS):
+        v = node(g, "neg", v)
+        chain.append(v)
+    g.set_outputs([v])
+    group = _grown(chain[-1], *reversed(chain[1:-1]))  # MAX_OPS ops
+    got = can_fuse(chain[0], chain[1], group)
+    check(got == (False, R.LIMIT), "7.1", f"at most {R.MAX_OPS} ops per group", got=got)
+    group2 = _grown(chain[-1], *reversed(chain[-4:-1]))  # 4 ops: fine
+    got = can_fuse(chain[-5], chain[-4], group2)
+    check(got == (True, None), "7.1", "a small group may grow", got=got)
+    # 16 inputs read by the group; a producer bringing two more is refused
+    acc = xs[0]
+    for k in range(1, 16):
+        acc = node(g, "add", acc, xs[k])
+    p = node(g, "mul", xs[16], xs[17])
+    top = node(g, "add", acc, p)
+    g.set_outputs([top])
+    adds = [n for n in g.ops if n.op == "add"]
+    group3 = _grown(top, *reversed(adds[:-1]))
+    got = can_fuse(p, top, group3)
+    check(got == (False, R.LIMIT), "7.1", f"at most {R.MAX_INPUTS} inputs per group", got=got)
+    q = node(g, "mul", xs[0], xs[1])  # inputs the group already reads: no new input
+    top2 = node(g, "add", acc, q)
+    g.set_outputs([top2])
+    got = can_fuse(q, top2, _grown(top2, *reversed(adds[:-1])))
+    check(got == (True, None), "7.1", "inputs already read do not count twice", got=got)
+
+
+# ---------------------------------------------------------------- 7.3
+
+
+@graded("7.3", points=1)
+def test_reduce_rule_prologue_and_epilogue():
+    g, (x, m) = graph((4, 5), (4, 1))
+    d = node(g, "sub", x, m)
+    e = node(g, "exp", d)
+    s = node(g, "sum", e, axis=1)
+    q = node(g, "div", s, const(g, 3.0))
+    g.set_outputs([q])
+    got = reduce_rule(s, q, Group(q))
+    check(got is None, "7.3", "a reduction may take an elementwise epilogue", got=got)
+    group = _grown(q, s)
+    got = reduce_rule(e, s, group)
+    check(got is None, "7.3", "and an elementwise prologue", got=got)
+    got = reduce_rule(d, e, _grown(q, s, e))
+    check(got is None, "7.3", "a longer prologue is fine", got=got)
+    got = reduce_rule(e, q, Group(q))
+    check(got is None, "7.3", "no reduction involved: no objection", got=got)
+
+
+@graded("7.3", points=1)
+def test_reduce_rule_broadcast_back():
+    g, (x,) = graph((4, 5))
+    mx = node(g, "max", x, axis=1, keepdims=True)
+    d = node(g, "sub", x, mx)
+    g.set_outputs([d])
+    got = reduce_rule(mx, d, Group(d))
+    check(got == R.REDUCTION, "7.3", "x - x.max(1): the result is broadcast back", got=got)
+    g2, (y,) = graph((4, 1))
+    s = node(g2, "sum", y, axis=1, keepdims=True)  # folds a size-1 axis: same size
+    e = node(g2, "exp", s)
+    g2.set_outputs([e])
+    got = reduce_rule(s, e, Group(e))
+    check(got is None, "7.3", "a reduction over a size-1 axis keeps the size", got=got)
+
+
+@graded("7.3", points=1)
+def test_reduce_rule_one_reduction_per_group():
+    g, (x, w) = graph((4, 5), (5, 4))
+    s1 = node(g, "sum", x, axis=1, keepdims=True)  # (4, 1)
+    e = node(g, "exp", s1)
+    s2 = node(g, "max", e, axis=0)  # (1,)
+    g.set_outputs([s2])
+    got = reduce_rule(s1, e, _grown(s2, e))
+    check(got == R.REDUCTION, "7.3", "a second reduction in one group", got=got)
+    g, (a, b, y) = graph((4, 6), (6, 1), (4, 3))
+    mm = node(g, "matmul", a, b)  # (4, 1)
+    s3 = node(g, "sum", node(g, "exp", y), axis=1, keepdims=True)  # (4, 1): same size
+    relu = node(g, "relu", mm)
+    t = node(g, "mul", relu, s3)  # an epilogue reading a reduction
+    g.set_outputs([t])
+    got = reduce_rule(s3, t, _grown(t, relu, mm))
+    check(got == R.REDUCTION, "7.3", "no reduction in an anchor's group", got=got)
+
+
+@graded("7.3", points=1)
+def test_reduce_rule_both_sides():
+    g, (x,) = graph((4, 1))
+    p = node(g, "exp", x)  # (4, 1)
+    r = node(g, "sum", p, axis=1)  # (4,): same number of elements
+    v = node(g, "reshape", p, shape=(4,))
+    a = node(g, "add", r, v)  # the epilogue reads p too
+    g.set_outputs([a])
+    group = _grown(a, v, r)
+    got = reduce_rule(p, r, group)
+    check(got == R.REDUCTION, "7.3", "read by the reduction and by its epilogue", got=got)
+    g2, (y,) = graph((4, 1))
+    p2 = node(g2, "exp", y)
+    r2 = node(g2, "sum", p2, axis=1)
+    a2 = node(g2, "add", r2, const(g2, 1.0))
+    g2.set_outputs([a2])
+    got = reduce_rule(p2, r2, _grown(a2, r2))
+    check(got is None, "7.3", "read only by the reduction: prologue", got=got)
+
+
+# ---------------------------------------------------------------- 7.4
+
+
+@graded("7.4", points=1)
+def test_anchor_rule_bias_relu_epilogue():
+    g, (x, w, b) = graph((4, 6), (6, 5), (5,))
+    mm = node(g, "matmul", x, w)
+    a = node(g, "add", mm, b)
+    r = node(g, "relu", a)
+    g.set_outputs([r])
+    got = anchor_rule(mm, a, _grown(r, a))
+    check(got is None, "7.4", "matmul + bias + relu is an epilogue", got=got)
+    got = anchor_rule(a, r, Group(r))
+    check(got is None, "7.4", "not an anchor: no objection", got=got)
+    g2, (im, k) = graph((1, 2, 5, 5), (3, 2, 3, 3))
+    cv = node(g2, "conv2d", im, k)
+    rl = node(g2, "relu", cv)
+    g2.set_outputs([rl])
+    got = anchor_rule(cv, rl, Group(rl))
+    check(got is None, "7.4", "conv2d + relu (the seed's example)", got=got)
+
+
+@graded("7.4", points=1)
+def test_anchor_rule_needs_an_elementwise_reader():
+    g, (x, w) = graph((4, 6), (6, 4))
+    mm = node(g, "matmul", x, w)
+    t = node(g, "permute", mm, order=(1, 0))
+    r = node(g, "relu", t)
+    g.set_outputs([r])
+    got = anchor_rule(mm, t, _grown(r, t))
+    check(got == R.ANCHOR, "7.4", "a view right after the anchor", got=got)
+    mm2 = node(g, "matmul", x, w)
+    s = node(g, "sum", mm2, axis=1)
+    g.set_outputs([s])
+    got = anchor_rule(mm2, s, Group(s))
+    check(got == R.ANCHOR, "7.4", "a reduction after the anchor", got=got)
+
+
+@graded("7.4", points=1)
+def test_anchor_rule_one_anchor_and_same_space():
+    g, (x, w, z) = graph((4, 6), (6, 1), (4, 5))
+    mm = node(g, "matmul", x, w)  # (4, 1)
+    a = node(g, "add", mm, z)  # broadcast to (4, 5)
+    g.set_outputs([a])
+    got = anchor_rule(mm, a, Group(a))
+    check(got == R.SPACE, "7.4", "the anchor's output is broadcast", got=got)
+    g2, (p, q) = graph((4, 4), (4, 4))
+    m1 = node(g2, "matmul", p, q)
+    m2 = node(g2, "matmul", q, p)
+    s = node(g2, "add", m1, m2)
+    g2.set_outputs([s])
+    got = anchor_rule(m1, s, _grown(s, m2))
+    check(got == R.ANCHOR, "7.4", "one anchor per group", got=got)
+
+
+@graded("7.4", points=1)
+def test_anchor_rule_not_after_a_reduction():
+    g, (x, w) = graph((4, 4), (4, 4))
+    mm = node(g, "matmul", x, w)
+    e = node(g, "exp", mm)
+    s = node(g, "sum", e, axis=1)
+    g.set_outputs([s])
+    got = anchor_rule(mm, e, _grown(s, e))
+    check(got == R.ANCHOR, "7.4", "an anchor joins no group holding a reduction", got=got)

@@ -1,0 +1,117 @@
+"""The fused node: a higher-order node holding its group as a subgraph.
+
+``graph.add_node("fused", inputs, attrs={"graph": sub, "kind": kind, "name": name}, spec)``
+where ``sub.inputs`` match ``inputs`` one for one (same specs) and ``sub.outputs``
+is one value of the node's spec. Like ``cond``, everything that walks graphs
+handles it by looking inside: the text form, ``verify``, DOT, the interpreter
+and, until a code generator registers a kernel, ``kernel_for`` (which then
+interprets the subgraph, so a fused graph always runs and gives eager's answer).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..core.errors import OpError
+from ..core.tensor import Tensor
+from ..tracing.graph import Graph, Node
+
+FUSED = "fused"
+KINDS = ("elementwise", "reduce", "epilogue")
+
+# backend name -> maker(node) -> kernel. Code generators (chapter 7's codegen) register
+# here; a backend without a maker interprets the subgraph.
+KERNEL_MAKERS: dict[str, Callable[[Node], Callable]] = {}
+
+
+def subgraph(node: Node) -> Graph:
+    return node.attrs["graph"]
+
+
+def fused_kernel(node: Node, backend: str) -> Callable:
+    """The kernel that runs the fused ``node`` on ``backend``."""
+    maker = KERNEL_MAKERS.get(backend)
+    if maker is not None:
+        return maker(node)
+    return interpreted_kernel(node)
+
+
+def interpreted_kernel(node: Node) -> Callable:
+    """Run the subgraph op by op through ``dispatch``: slow, but always eager's answer."""
+    from ..tracing.interpreter import interpret
+
+    sub, device = subgraph(node), node.spec.device
+
+    def fused(*inputs, out, **attrs):
+        return interpret(sub, *(Tensor._make(d, device) for d in inputs))._data
+
+    fused.__name__ = node.attrs.get("name", FUSED)
+    return fused
+
+
+def check_fused(node: Node) -> None:
+    """A fused node is well formed: its subgraph verifies and matches its inputs and spec."""
+    label = f"%{node.name} ({node.attrs.get('name', FUSED)})"
+    sub = node.attrs.get("graph")
+    if not isinstance(sub, Graph):
+        raise OpError("verify", f"{label} has no subgraph in attrs['graph']")
+    if node.attrs.get("kind") not in KINDS:
+        raise OpError("verify", f"{label}: kind {node.attrs.get('kind')!r} is not one of {KINDS}")
+    sub.verify()
+    got, want = [str(i.spec) for i in sub.inputs], [str(i.spec) for i in node.inputs]
+    if got != want:
+        raise OpError("verify", f"{label}: its graph takes {got} but the node's inputs are {want}")
+    if [o.spec for o in sub.outputs] != [node.spec]:
+        outs = [str(o.spec) for o in sub.outputs]
+        raise OpError("verify", f"{label}: its graph returns {outs}, the node says {node.spec}")
+
+
+def inline_fused(graph: Graph) -> Graph:
+    """A copy of ``graph`` with every fused node replaced by its subgraph's nodes (unfused).
+
+    Each inlined node keeps its name; the copy of a fused node's output keeps the
+    fused node's name, so the result reads like the graph before fusion.
+    """
+    new = Graph(graph.name)
+    new._count = graph._count
+    copies: dict[Node, Node] = {}
+
+    def get(user: Node, i: Node) -> Node:
+        if i not in copies:
+            raise OpError("verify", f"%{user.name} ({user.op}) uses %{i.name} before it is defined")
+        return copies[i]
+
+    def copy(n: Node, inputs) -> Node:
+        c = Node(n.name, n.op, inputs, n.attrs, n.spec, n.where, n.value, new)
+        for i in c.inputs:
+            i.users.append(c)
+        new.nodes.append(c)
+        return c
+
+    for n in graph.nodes:
+        if n.op == FUSED:
+            sub = subgraph(n)
+            inner = {s: get(n, i) for s, i in zip(sub.inputs, n.inputs)}
+            for m in sub.nodes:
+                if m.op == "input":
+                    continue
+                inner[m] = copy(m, [inner[i] for i in m.inputs])
+            copies[n] = inner[sub.outputs[0]]
+        else:
+            copies[n] = copy(n, [get(n, i) for i in n.inputs])
+    new.inputs = [copies[n] for n in graph.inputs]
+    for o in graph.outputs:
+        if o not in copies:
+            raise OpError("verify", f"output %{o.name} is not a node of the graph")
+    new.outputs = [copies[n] for n in graph.outputs]
+    new.out_tree = graph.out_tree
+    return new
+
+
+def verify_with_fused(graph: Graph, verify_graph: Callable[[Graph], None]) -> None:
+    """``verify`` for a graph holding fused nodes: each node's subgraph and interface,
+    then the whole program with every group inlined (so the chapter-5 checks apply)."""
+    inline = [n for n in graph.nodes if n.op == FUSED]
+    for n in inline:
+        check_fused(n)
+    verify_graph(inline_fused(graph))
