@@ -42,6 +42,7 @@ from . import autograd, tracing
 from . import passes  # chapter 6
 from .passes import CompileOptions, register_pass
 from . import profiler  # chapter 10
+from .compile.dynamic import mark_dynamic  # chapter 9
 
 __all__ = [
     "OPS",
@@ -63,6 +64,7 @@ __all__ = [
     "int64",
     "is_grad_enabled",
     "manual_seed",
+    "mark_dynamic",
     "no_grad",
     "ones",
     "ones_like",

@@ -354,6 +354,8 @@ class JitFunction:
         self.fell_back = False
         self._last_key = None
         self._warned: set[int] = set()
+        self.dynamic: list = []  # chapter 9: traces reused for every size of a dynamic dim
+        self.dynamic_notes: list[str] = []  # which dims are dynamic (or not) and why
 
     @property
     def name(self) -> str:
@@ -396,6 +398,13 @@ class JitFunction:
             if not failed:
                 return self._run(entry, names, values, bound, args, kwargs)
             reasons = reasons or failed
+        if self.dynamic:  # chapter 9: a graph traced with symbolic sizes
+            from ..compile import dynamic
+
+            entry, failed = dynamic.find(self, values, key)
+            if entry is not None:
+                return dynamic.run(self, entry, values)
+            reasons = failed or reasons
         if self.fell_back:
             return self.fn(*args, **kwargs)
         if self.trace_count:
@@ -416,6 +425,9 @@ class JitFunction:
                 print(f"jit({self.name}): retracing because {reason}")
         entry = self._trace(names, values, bound, key)
         self.store.add(key, entry)
+        from ..compile import dynamic  # chapter 9: mark_dynamic, automatic dynamic dims
+
+        dynamic.after_trace(self, names, values, bound, key, self._last_key, entry)
         self._last_key = key
         return entry.result
 
@@ -540,6 +552,7 @@ class ExplainOutput:
     graphs: list[Graph]
     out: object = None
     side_effects: list[str] = field(default_factory=list)
+    dynamic: list[str] = field(default_factory=list)  # chapter 9: dynamic dims and why
 
     @property
     def op_count(self) -> int:
@@ -559,6 +572,9 @@ class ExplainOutput:
         if self.pass_stats:
             lines.append("Passes:")
             lines += [f"  {s}" for s in self.pass_stats]
+        if self.dynamic:
+            lines.append("Dynamic dims:")
+            lines += [f"  {s}" for s in self.dynamic]
         if self.side_effects:
             lines.append("Side effects (they ran once, while tracing, not on every call):")
             lines += [f"  - {s}" for s in self.side_effects]
@@ -579,6 +595,9 @@ def explain(fn):
             len(graphs), len(t.breaks), list(t.breaks), graphs, t.result, list(t.side_effects)
         )
         out.pass_stats = list(getattr(t.compiled, "stats", []))
+        from ..compile.dynamic import explain_lines  # chapter 9
+
+        out.dynamic = explain_lines(fn, names, values, bound, t)
         print(out)
         return out
 
