@@ -1,8 +1,8 @@
 """Dynamic shapes (exercises 9.7, 9.8): one trace serves every size of a dimension.
 
 A dimension becomes *dynamic* when the user marks it (``minitorch.mark_dynamic(x, 0)``)
-or, automatically, after a retrace caused only by that dimension's size (as
-``torch.compile`` does). Its size is then a symbol (``s0``) in the guard:
+or, with ``CompileOptions(dynamic=True)`` (``minitorch.compile`` sets it), automatically
+after a retrace caused only by that dimension's size (as ``torch.compile`` does). Its size is then a symbol (``s0``) in the guard:
 
 * the guard (:class:`InputGuard`, checked by :func:`symbolic_guard_failures`) keeps
   rank, dtype, device and every static dimension, requires each symbol to be at least
@@ -244,7 +244,13 @@ def _candidates(jf, names, values, key, prev) -> tuple[dict, str, object]:
     dims = {i: set(marked_dims(v)) for i, v in enumerate(values) if marked_dims(v)}
     why = {(i, d): "marked with mark_dynamic" for i in dims for d in dims[i]}
     other = None
-    if prev is not None and _statics(prev) == _statics(key) and len(prev[0]) == len(key[0]):
+    auto = jf.options is not None and jf.options.dynamic  # off by default: chapter 5 as it was
+    if (
+        auto
+        and prev is not None
+        and _statics(prev) == _statics(key)
+        and len(prev[0]) == len(key[0])
+    ):
         changed = {}
         for i, (a, b) in enumerate(zip(prev[0], key[0])):
             if a[0] == "tensor" and a[2:] == b[2:] and len(a[1]) == len(b[1]):
@@ -268,7 +274,12 @@ def after_trace(jf, names, values, bound, key, prev, trace) -> None:
     dims, why, other = _candidates(jf, names, values, key, prev)
     if not dims:
         return
-    entry, lines = build(jf, names, values, bound, key, trace, dims, why, other)
+    try:
+        entry, lines = build(jf, names, values, bound, key, trace, dims, why, other)
+    except NotImplementedError as e:  # exercises 9.7/9.8 not done yet: sizes stay static
+        if "Exercise 9." not in str(e):
+            raise
+        entry, lines = None, [f"dynamic shapes are off: {e}"]
     if entry is not None:
         jf.dynamic.append(entry)
         del jf.dynamic[:-4]
