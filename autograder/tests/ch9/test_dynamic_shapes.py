@@ -287,11 +287,14 @@ def test_last_smaller_batch_of_an_epoch_does_not_retrace():
             assert_close(got.numpy(), want, "9.8", rtol=1e-5, epoch=epoch, start=start)
             g = (2 * x.numpy().T @ (x.numpy() @ w.numpy() - y.numpy())) / x.numpy().size * 2
             w = T(w.numpy() - 0.01 * g)  # a plain update, outside the graph
+    x, y = T(data[:9]), T(labels[:9])  # a size never seen: the dynamic graph serves it
+    want = ((x.numpy() @ w.numpy() - y.numpy()) ** 2).mean()
+    assert_close(jf(x, y, w).numpy(), want, "9.8", rtol=1e-5, batch=9)
     check(
         jf.trace_count == 2,
         "9.8",
         "the smaller last batch is the only retrace (it makes the batch dim dynamic); "
-        "the next epoch reuses the graphs",
+        "the next epoch and a new size reuse the graphs",
         traces=jf.trace_count,
         reasons=jf.recompiles,
     )
