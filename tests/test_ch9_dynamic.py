@@ -118,7 +118,7 @@ def test_parallel_runner_is_installed_and_matches_sequential():
     jf = minitorch.jit(model, options=CompileOptions(parallel=True))
     x = T(8, 16)
     got = jf(x)
-    entry = next(iter(jf.cache.values()))
+    entry = jf.store.entries[jf._last_key][-1]
     compiled = entry.compiled
     assert isinstance(compiled.runner, parallel.ParallelRunner)
     inputs = [t._data for t in entry.inputs(jf.fn, [x])]  # x, then w1 and w2 (closure)
@@ -132,7 +132,7 @@ def test_narrow_plans_and_numba_stay_sequential():
     jf = minitorch.jit(lambda x: (x * 2).exp().sum(), options=CompileOptions(parallel=True))
     x = T(3, 3)
     np.testing.assert_allclose(jf(x).numpy(), np.exp(x.numpy() * 2).sum(), rtol=1e-5)
-    compiled = next(iter(jf.cache.values())).compiled
+    compiled = jf.store.entries[jf._last_key][-1].compiled
     assert compiled.runner.width(compiled.plan) < compiled.runner.min_width
     g = minitorch.jit(lambda x: x + 1).trace(x)
     compiled = g.compile(backend="numba", options=CompileOptions(parallel=True))

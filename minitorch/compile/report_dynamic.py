@@ -1,0 +1,128 @@
+"""The numbers of the dynamic-shapes and parallel-scheduling section, computed when the book builds."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from ..core.creation import tensor
+from ..core.tensor import no_grad
+from ..passes.options import CompileOptions
+from ..passes.plan import run_plan
+from ..tracing.jit import jit
+from . import dynamic, parallel
+
+
+def _t(a) -> object:
+    return tensor(np.asarray(a, dtype=np.float32))
+
+
+def epoch_report(n: int = 1000, batch: int = 64, seed: int = 0) -> dict:
+    """One epoch of a small MLP's loss over batches of ``batch`` (the last one smaller).
+
+    Returns the number of traces without and with dynamic shapes, how long one trace
+    and one re-specialisation (infer over the graph + compile, no Python re-trace)
+    take, and the largest difference from eager.
+    """
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal((n, 64)).astype(np.float32)
+    labels = rng.integers(0, 10, n)
+    w1, w2 = _t(rng.standard_normal((64, 128)) * 0.1), _t(rng.standard_normal((128, 10)) * 0.1)
+
+    def loss(x, onehot):
+        h = (x @ w1).relu() @ w2
+        return ((h - onehot) ** 2).mean()
+
+    out = {"batches": -(-n // batch), "last": n - (n // batch) * batch or batch}
+    for name, options in (("static", None), ("dynamic", CompileOptions(dynamic=True))):
+        f = jit(lambda x, y: loss(x, y), options=options)
+        worst = 0.0
+        for start in range(0, n, batch):  # the last batch is smaller
+            x, y = _t(data[start : start + batch]), _t(np.eye(10)[labels[start : start + batch]])
+            with no_grad():
+                worst = max(worst, abs(float(f(x, y).numpy()) - float(loss(x, y).numpy())))
+        # a second epoch over 7 fewer samples: a new last batch, a new size
+        for start in range(0, n - 7, batch):
+            stop = min(start + batch, n - 7)
+            x, y = _t(data[start:stop]), _t(np.eye(10)[labels[start:stop]])
+            with no_grad():
+                worst = max(worst, abs(float(f(x, y).numpy()) - float(loss(x, y).numpy())))
+        out[f"{name}_traces"] = f.trace_count
+        out[f"{name}_error"] = worst
+        if name == "dynamic":
+            out["sizes_compiled"] = sum(e.compiled_sizes for e in f.dynamic)
+            out["dims"] = [x for e in f.dynamic for x in e.lines]
+    # what a new size costs: a trace (Python runs the function) vs re-inference + compile
+    g = jit(lambda x, y: loss(x, y))
+    x, y = _t(data[:batch]), _t(np.eye(10)[labels[:batch]])
+    t0 = time.perf_counter()
+    for k in range(5):
+        g.trace(_t(data[: batch - k - 1]), _t(np.eye(10)[labels[: batch - k - 1]]))
+    out["trace_ms"] = (time.perf_counter() - t0) / 5 * 1e3
+    graph = g.trace(x, y)
+    t0 = time.perf_counter()
+    for k in range(5):
+        specs = [_t(data[: batch - k - 1]).spec] + [n.spec for n in graph.inputs[1:]]
+        specs[1] = _t(np.eye(10)[labels[: batch - k - 1]]).spec
+        dynamic.respecialize(graph, specs)
+    out["respecialize_ms"] = (time.perf_counter() - t0) / 5 * 1e3
+    return out
+
+
+def two_branch(n: int = 192, depth: int = 3, seed: int = 0):
+    """A model with two independent branches of ``depth`` matmuls each, joined at the end."""
+    rng = np.random.default_rng(seed)
+    ws = [_t(rng.standard_normal((n, n)) / np.sqrt(n)) for _ in range(2 * depth)]
+
+    def model(x):
+        a, b = x, x
+        for k in range(depth):
+            a = (a @ ws[2 * k]).tanh()
+            b = (b @ ws[2 * k + 1]).relu()
+        return a + b
+
+    return model
+
+
+def parallel_report(n: int = 192, batch: int = 192, rounds: int = 15, threads: int = 1) -> dict:
+    """Wall-clock time of the two-branch model: sequential plan vs the thread-pool runner.
+
+    BLAS runs on ``threads`` thread(s) per call (one by default, so that the two
+    runners use the same cores: the pool's two threads against one); medians of
+    ``rounds`` interleaved runs after a warm-up. The schedule's width (steps per
+    level) bounds the speedup with two workers.
+    """
+    from threadpoolctl import threadpool_limits
+
+    model = two_branch(n)
+    x = _t(np.random.default_rng(1).standard_normal((batch, n)))
+    f = jit(model, options=CompileOptions(parallel=True))
+    f(x)
+    entry = f.store.entries[f._last_key][-1]  # this call's trace (the store is per code)
+    plan, runner = entry.compiled.plan, entry.compiled.runner
+    inputs = [t._data for t in entry.inputs(f.fn, [x])]
+    seq, par = [], []
+    with threadpool_limits(limits=threads):
+        for _ in range(3):
+            run_plan(plan, inputs), runner(plan, inputs)
+        for _ in range(rounds):
+            for fn, times in ((run_plan, seq), (runner, par)):
+                t0 = time.perf_counter()
+                fn(plan, inputs)
+                times.append(time.perf_counter() - t0)
+    same = all(
+        np.array_equal(a.to_numpy(), b.to_numpy())
+        for a, b in zip(run_plan(plan, inputs), runner(plan, inputs))
+    )
+    s = parallel.schedule(plan)
+    ms_seq, ms_par = statistics.median(seq) * 1e3, statistics.median(par) * 1e3
+    return {
+        **s,
+        "sequential_ms": ms_seq,
+        "parallel_ms": ms_par,
+        "speedup": ms_seq / ms_par,
+        "workers": parallel.WORKERS,
+        "identical": same,
+    }
