@@ -12,7 +12,7 @@ from ..core.tensor import no_grad
 from ..passes.options import CompileOptions
 from ..passes.plan import run_plan
 from ..tracing.jit import jit
-from . import dynamic, parallel
+from . import parallel
 
 
 def _t(a) -> object:
@@ -22,9 +22,9 @@ def _t(a) -> object:
 def epoch_report(n: int = 1000, batch: int = 64, seed: int = 0) -> dict:
     """One epoch of a small MLP's loss over batches of ``batch`` (the last one smaller).
 
-    Returns the number of traces without and with dynamic shapes, how long one trace
-    and one re-specialisation (infer over the graph + compile, no Python re-trace)
-    take, and the largest difference from eager.
+    Returns the number of traces without and with dynamic shapes, the largest
+    difference from eager, and what the first call at a new size costs (median over
+    16 sizes): a trace and a compile, or re-inference over the graph and a compile.
     """
     rng = np.random.default_rng(seed)
     data = rng.standard_normal((n, 64)).astype(np.float32)
@@ -54,20 +54,17 @@ def epoch_report(n: int = 1000, batch: int = 64, seed: int = 0) -> dict:
         if name == "dynamic":
             out["sizes_compiled"] = sum(e.compiled_sizes for e in f.dynamic)
             out["dims"] = [x for e in f.dynamic for x in e.lines]
-    # what a new size costs: a trace (Python runs the function) vs re-inference + compile
-    g = jit(lambda x, y: loss(x, y))
-    x, y = _t(data[:batch]), _t(np.eye(10)[labels[:batch]])
-    t0 = time.perf_counter()
-    for k in range(5):
-        g.trace(_t(data[: batch - k - 1]), _t(np.eye(10)[labels[: batch - k - 1]]))
-    out["trace_ms"] = (time.perf_counter() - t0) / 5 * 1e3
-    graph = g.trace(x, y)
-    t0 = time.perf_counter()
-    for k in range(5):
-        specs = [_t(data[: batch - k - 1]).spec] + [n.spec for n in graph.inputs[1:]]
-        specs[1] = _t(np.eye(10)[labels[: batch - k - 1]]).spec
-        dynamic.respecialize(graph, specs)
-    out["respecialize_ms"] = (time.perf_counter() - t0) / 5 * 1e3
+    # what a new size costs: a trace and a compile, or re-inference and a compile
+    for name, options in (("static", None), ("dynamic", CompileOptions(dynamic=True))):
+        f = jit(lambda x, y: loss(x, y), options=options, cache_limit=100)
+        costs = []
+        for b in range(20, 36):
+            x, y = _t(data[:b]), _t(np.eye(10)[labels[:b]])
+            t0 = time.perf_counter()
+            with no_grad():
+                f(x, y)
+            costs.append(time.perf_counter() - t0)
+        out[f"{name}_new_size_ms"] = statistics.median(costs[2:]) * 1e3
     return out
 
 
