@@ -31,6 +31,7 @@ def test_size_used_as_a_python_number_keeps_the_dim_static_with_a_reason():
         np.testing.assert_allclose(jf(x).numpy(), x.numpy().reshape(-1) * 2)
     assert jf.trace_count == 3 and not jf.dynamic
     assert "used as a Python number" in " ".join(jf.dynamic_notes)
+    assert "kept static" in jf.recompiles[-1]  # the retrace names why the dim is not dynamic
     jh = minitorch.jit(lambda x: x.sum() / x.shape[0])  # a constant computed from the size
     for b in (4, 5):
         x = minitorch.mark_dynamic(T(b, 3, seed=b), 0)

@@ -419,6 +419,8 @@ class JitFunction:
                 )
                 return self.fn(*args, **kwargs)
             reason = "; ".join(reasons or self._arg_reasons(names, key)) or "a new signature"
+            if self.dynamic_notes and not self.dynamic:  # chapter 9: why a dim stayed static
+                reason += " (" + "; ".join(self.dynamic_notes) + ")"
             self.recompiles.append(reason)
             log.info("jit(%s): retracing because %s", self.name, reason)
             if self.debug:
