@@ -93,23 +93,30 @@ def pool() -> ThreadPoolExecutor:
 class ParallelRunner:
     """A ``CompiledPlan.runner``: :func:`run_parallel` on the shared pool.
 
-    Plans with fewer than two steps per level on average gain nothing from threads
-    (each hand-off costs tens of microseconds), so they run sequentially.
+    Threads pay only when there is something to overlap: plans with fewer than
+    ``min_width`` steps per level, or whose steps produce fewer than
+    ``min_elements`` values in all (each hand-off to a thread costs tens of
+    microseconds), run sequentially.
     """
 
-    def __init__(self, min_width: float = 1.5):
-        self.min_width = min_width
-        self._width: dict[int, float] = {}
+    def __init__(self, min_width: float = 1.5, min_elements: int = 1 << 16):
+        self.min_width, self.min_elements = min_width, min_elements
+        self._shape: dict[int, tuple] = {}
 
     def width(self, plan: Plan) -> float:
-        w = self._width.get(id(plan))
-        if w is None:
+        return self._measure(plan)[0]
+
+    def _measure(self, plan: Plan) -> tuple:
+        m = self._shape.get(id(plan))
+        if m is None:
             levels = step_levels(producers(plan))
-            w = self._width[id(plan)] = len(plan.steps) / max(len(levels), 1)
-        return w
+            work = sum(st.spec.size for st in plan.steps)
+            m = self._shape[id(plan)] = (len(plan.steps) / max(len(levels), 1), work)
+        return m
 
     def __call__(self, plan: Plan, inputs: list) -> list:
-        if self.width(plan) < self.min_width:
+        width, work = self._measure(plan)
+        if width < self.min_width or work < self.min_elements:
             return run_plan(plan, inputs)
         return run_parallel(plan, inputs, pool())
 
