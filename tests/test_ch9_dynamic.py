@@ -7,7 +7,7 @@ import pytest
 
 import minitorch
 from minitorch import CompileOptions, OpError
-from minitorch.compile import dynamic, parallel
+from minitorch.compile import dynamic, parallel, report_dynamic
 from minitorch.passes.plan import run_plan
 
 
@@ -119,7 +119,7 @@ def test_parallel_runner_is_installed_and_matches_sequential():
     jf = minitorch.jit(model, options=CompileOptions(parallel=True))
     x = T(8, 16)
     got = jf(x)
-    entry = jf.store.entries[jf._last_key][-1]
+    entry = report_dynamic.trace_for(jf, x)
     compiled = entry.compiled
     assert isinstance(compiled.runner, parallel.ParallelRunner)
     inputs = [t._data for t in entry.inputs(jf.fn, [x])]  # x, then w1 and w2 (closure)
@@ -136,7 +136,7 @@ def test_narrow_plans_and_numba_stay_sequential():
     jf = minitorch.jit(lambda x: (x * 2).exp().sum(), options=CompileOptions(parallel=True))
     x = T(3, 3)
     np.testing.assert_allclose(jf(x).numpy(), np.exp(x.numpy() * 2).sum(), rtol=1e-5)
-    compiled = jf.store.entries[jf._last_key][-1].compiled
+    compiled = report_dynamic.trace_for(jf, x).compiled
     assert compiled.runner.width(compiled.plan) < compiled.runner.min_width
     g = minitorch.jit(lambda x: x + 1).trace(x)
     compiled = g.compile(backend="numba", options=CompileOptions(parallel=True))

@@ -19,6 +19,13 @@ def _t(a) -> object:
     return tensor(np.asarray(a, dtype=np.float32))
 
 
+def trace_for(jf, *args):
+    """The cached trace a call of ``jf`` on ``args`` runs (traces are shared per code)."""
+    names, values, _ = jf._binder.flatten(args, {})
+    bucket = jf.store.entries[jf._key(values)]
+    return next(t for t in reversed(bucket) if not t.check(jf.fn, values))
+
+
 def epoch_report(n: int = 1000, batch: int = 64, seed: int = 0) -> dict:
     """One epoch of a small MLP's loss over batches of ``batch`` (the last one smaller).
 
@@ -97,7 +104,7 @@ def parallel_report(n: int = 192, batch: int = 192, rounds: int = 15, threads: i
     x = _t(np.random.default_rng(1).standard_normal((batch, n)))
     f = jit(model, options=CompileOptions(parallel=True))
     f(x)
-    entry = f.store.entries[f._last_key][-1]  # this call's trace (the store is per code)
+    entry = trace_for(f, x)
     plan, runner = entry.compiled.plan, entry.compiled.runner
     inputs = [t._data for t in entry.inputs(f.fn, [x])]
     seq, par = [], []
