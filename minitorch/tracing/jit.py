@@ -310,6 +310,7 @@ class _Store:
     def __init__(self):
         self.entries: dict[tuple, list[Trace]] = {}
         self.trace_count = 0  # traces made for this code, by any JitFunction
+        self.dynamic: list = []  # chapter 9: traces reused for every size of a dynamic dim
 
     def add(self, key, entry: Trace) -> None:
         bucket = self.entries.setdefault(key, [])
@@ -354,14 +355,18 @@ class JitFunction:
         self.fell_back = False
         self._last_key = None
         self._warned: set[int] = set()
-        self.dynamic: list = []  # chapter 9: traces reused for every size of a dynamic dim
-        self.dynamic_notes: list[str] = []  # which dims are dynamic (or not) and why
+        self.dynamic_notes: list[str] = []  # chapter 9: which dims are dynamic (or not) and why
 
     @property
     def name(self) -> str:
         fn = self.fn
         name = getattr(fn, "__name__", None) or type(fn).__name__
         return name.replace("<lambda>", "lambda")
+
+    @property
+    def dynamic(self) -> list:
+        """Chapter 9: this code's traces with dynamic dims (guards decide reuse, as above)."""
+        return self.store.dynamic
 
     @property
     def cache(self) -> dict:
