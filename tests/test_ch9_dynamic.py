@@ -154,3 +154,40 @@ def test_dynamic_and_parallel_together():
     assert jf.trace_count == 2
     plan = next(iter(jf.dynamic[0].plans.values()))
     assert isinstance(plan.runner, parallel.ParallelRunner)
+
+
+def test_training_loop_with_a_dataloader_traces_once():
+    """An nn model trained with SGD over epochs whose last batch is smaller: one trace."""
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((70, 6)).astype(np.float32)
+    target = rng.standard_normal((70, 2)).astype(np.float32)
+
+    def make():
+        return minitorch.nn.Sequential(
+            minitorch.nn.Linear(6, 8, seed=1),
+            minitorch.nn.ReLU(),
+            minitorch.nn.Linear(8, 2, seed=2),
+        )
+
+    def loss_fn(model, x, y):
+        return ((model(x) - y) ** 2).mean()
+
+    eager, compiled = make(), make()
+    step = minitorch.jit(loss_fn)
+    opts = [minitorch.optim.SGD(m.parameters(), lr=0.1) for m in (eager, compiled)]
+    loader = minitorch.nn.DataLoader(data, target, batch_size=32, seed=3)  # 32, 32, 6
+    for _epoch in range(2):
+        for x, y in loader:
+            minitorch.mark_dynamic(x, 0)
+            minitorch.mark_dynamic(y, 0)
+            losses = []
+            for model, opt, fn in ((eager, opts[0], loss_fn), (compiled, opts[1], step)):
+                opt.zero_grad()
+                loss = fn(model, x, y)
+                loss.backward()
+                opt.step()
+                losses.append(loss.numpy())
+            np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(eager.parameters(), compiled.parameters()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert step.trace_count == 1, step.recompiles
