@@ -45,6 +45,7 @@ from . import fusion  # chapter 7
 from . import memory  # chapter 8
 from .memory import memory_summary, temp_allocator, track_memory
 from . import profiler  # chapter 10
+from .compile.dynamic import mark_dynamic  # chapter 9
 
 __all__ = [
     "OPS",
@@ -66,6 +67,7 @@ __all__ = [
     "int64",
     "is_grad_enabled",
     "manual_seed",
+    "mark_dynamic",
     "no_grad",
     "ones",
     "ones_like",

@@ -18,9 +18,10 @@ class CompileOptions:
     inplace: bool = True  # chapter 8: let a kernel write over an input that dies there
     mode: str = "default"  # chapter 9: "default" | "reduce-overhead" | "max-autotune"
     parallel: bool = False  # chapter 9: run independent steps on a thread pool
+    dynamic: bool = False  # chapter 9: a retrace caused only by a dim's size makes it dynamic
 
     def __str__(self) -> str:
-        on = [k for k in ("fuse", "memory", "parallel") if getattr(self, k)]
+        on = [k for k in ("fuse", "memory", "parallel", "dynamic") if getattr(self, k)]
         return f"{self.mode}({', '.join(on) or 'passes only'})"
 
 

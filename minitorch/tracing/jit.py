@@ -318,6 +318,7 @@ class _Store:
     def __init__(self):
         self.entries: dict[tuple, list[Trace]] = {}
         self.trace_count = 0  # traces made for this code, by any JitFunction
+        self.dynamic: list = []  # chapter 9: traces reused for every size of a dynamic dim
 
     def add(self, key, entry: Trace) -> None:
         bucket = self.entries.setdefault(key, [])
@@ -362,12 +363,18 @@ class JitFunction:
         self.fell_back = False
         self._last_key = None
         self._warned: set[int] = set()
+        self.dynamic_notes: list[str] = []  # chapter 9: which dims are dynamic (or not) and why
 
     @property
     def name(self) -> str:
         fn = self.fn
         name = getattr(fn, "__name__", None) or type(fn).__name__
         return name.replace("<lambda>", "lambda")
+
+    @property
+    def dynamic(self) -> list:
+        """Chapter 9: this code's traces with dynamic dims (guards decide reuse, as above)."""
+        return self.store.dynamic
 
     @property
     def cache(self) -> dict:
@@ -404,6 +411,13 @@ class JitFunction:
             if not failed:
                 return self._run(entry, names, values, bound, args, kwargs)
             reasons = reasons or failed
+        if self.dynamic:  # chapter 9: a graph traced with symbolic sizes
+            from ..compile import dynamic
+
+            entry, failed = dynamic.find(self, values, key)
+            if entry is not None:
+                return dynamic.run(self, entry, values)
+            reasons = failed or reasons
         if self.fell_back:
             return self.fn(*args, **kwargs)
         if self.trace_count:
@@ -418,12 +432,17 @@ class JitFunction:
                 )
                 return self.fn(*args, **kwargs)
             reason = "; ".join(reasons or self._arg_reasons(names, key)) or "a new signature"
+            if self.dynamic_notes and not self.dynamic:  # chapter 9: why a dim stayed static
+                reason += " (" + "; ".join(self.dynamic_notes) + ")"
             self.recompiles.append(reason)
             log.info("jit(%s): retracing because %s", self.name, reason)
             if self.debug:
                 print(f"jit({self.name}): retracing because {reason}")
         entry = self._trace(names, values, bound, key)
         self.store.add(key, entry)
+        from ..compile import dynamic  # chapter 9: mark_dynamic, automatic dynamic dims
+
+        dynamic.after_trace(self, names, values, bound, key, self._last_key, entry)
         self._last_key = key
         return entry.result
 
@@ -549,6 +568,7 @@ class ExplainOutput:
     out: object = None
     side_effects: list[str] = field(default_factory=list)
     fusion: object = None  # chapter 7: a FusionReport when options.fuse
+    dynamic: list[str] = field(default_factory=list)  # chapter 9: dynamic dims and why
 
     @property
     def op_count(self) -> int:
@@ -575,6 +595,9 @@ class ExplainOutput:
 
             lines += explain_lines(self.fusion.groups)
         lines += getattr(self, "stage_lines", [])  # chapters 8-9, through EXPLAIN_HOOKS
+        if self.dynamic:
+            lines.append("Dynamic dims:")
+            lines += [f"  {s}" for s in self.dynamic]
         if self.side_effects:
             lines.append("Side effects (they ran once, while tracing, not on every call):")
             lines += [f"  - {s}" for s in self.side_effects]
@@ -608,6 +631,9 @@ def explain(fn, options=None):
         out.fusion = getattr(t.compiled, "fusion", None)
         if t.compiled is not None:
             out.stage_lines = [line for hook in EXPLAIN_HOOKS for line in hook(t.compiled)]
+        from ..compile.dynamic import explain_lines  # chapter 9
+
+        out.dynamic = explain_lines(fn, names, values, bound, t)
         print(out)
         return out
 

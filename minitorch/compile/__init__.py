@@ -1,0 +1,1 @@
+"""Chapter 9: compiled training, compile modes, dynamic shapes, parallel scheduling."""

@@ -1,0 +1,404 @@
+"""Dynamic shapes (exercises 9.7, 9.8): one trace serves every size of a dimension.
+
+A dimension becomes *dynamic* when the user marks it (``minitorch.mark_dynamic(x, 0)``)
+or, with ``CompileOptions(dynamic=True)`` (``minitorch.compile`` sets it), automatically
+after a retrace caused only by that dimension's size (as ``torch.compile`` does). Its size is then a symbol (``s0``) in the guard:
+
+* the guard (:class:`InputGuard`, checked by :func:`symbolic_guard_failures`) keeps
+  rank, dtype, device and every static dimension, requires each symbol to be at least
+  2 (sizes 0 and 1 broadcast and reduce differently, so they stay specialised) and
+  requires dimensions sharing a symbol to be equal (shape inference relied on it:
+  two inputs added together);
+* a new size re-runs the registry's ``infer`` over the cached graph
+  (:func:`respecialize`, no Python re-trace) and compiles that graph (passes,
+  fusion, memory plan) once per size, kept in a small per-size cache.
+
+A graph is only reused across sizes if Python did not bake the size into it (a
+reshape to ``(x.shape[0] * 3,)``, a division by ``x.shape[0]``). jit checks this by
+comparing two traces at different sizes: the second one, re-specialised to the
+first one's sizes, must be the same program, constants and attributes included.
+Otherwise the dimension stays static and the reason is kept for ``explain``.
+Limit: a Python ``if`` on the size that both traced sizes take alike is not seen.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.errors import OpError
+from ..core.registry import Spec, get_op  # noqa: F401  (exercise 9.8 uses get_op)
+from ..core.tensor import Tensor
+from ..exercises import exercise
+from ..passes.rewrite import clone_graph  # noqa: F401  (exercise 9.8 uses it)
+from ..tracing.graph import Graph
+
+log = logging.getLogger("minitorch.jit")
+
+MIN_SIZE = 2  # a symbol stands for sizes >= 2: 0 and 1 are specialised
+PER_SIZE_CACHE = 8  # compiled plans kept per dynamic graph (one per concrete size)
+
+
+def mark_dynamic(x: Tensor, dim: int) -> Tensor:
+    """Mark dimension ``dim`` of ``x`` dynamic: jit traces once for every size of it.
+
+    Returns ``x``. Example: ``minitorch.mark_dynamic(batch, 0)`` before calling a
+    jitted function on batches of changing size.
+    """
+    if not isinstance(x, Tensor):
+        raise OpError("mark_dynamic", f"expects a Tensor, got {type(x).__name__}")
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -x.ndim <= dim < x.ndim:
+        raise OpError(
+            "mark_dynamic",
+            f"dim {dim!r} is out of range for a tensor with {x.ndim} dimension(s)",
+            hint=f"pass an int in [{-x.ndim}, {x.ndim})",
+        )
+    x._dynamic_dims = getattr(x, "_dynamic_dims", frozenset()) | {dim % x.ndim}
+    return x
+
+
+def marked_dims(x) -> frozenset:
+    return getattr(x, "_dynamic_dims", frozenset()) if isinstance(x, Tensor) else frozenset()
+
+
+@dataclass(frozen=True)
+class InputGuard:
+    """What a graph input must be: ``dims`` holds an int (a static size) or a symbol name."""
+
+    name: str
+    dtype: np.dtype
+    device: str
+    dims: tuple
+
+
+@exercise("9.7")
+def symbolic_guard_failures(guard: list[InputGuard], specs: list[Spec]) -> list[str]:
+    """Why ``specs`` (one per guarded input) do not fit ``guard``: one message per failure.
+
+    For each input ``g`` and its spec ``s``, in order:
+
+    * a different rank gives ``"x.rank changed from 2 to 3"`` and nothing more for
+      that input; a different dtype ``"x.dtype changed from float32 to float64"``
+      (names), a different device ``"x.device changed from cpu to cuda"``;
+    * a static dim (an int in ``g.dims``) that differs:
+      ``"x.shape[1] changed from 3 to 4"``;
+    * a symbolic dim (a str such as ``"s0"``) smaller than ``MIN_SIZE`` (2):
+      ``"x.shape[0] is 1 but s0 needs a size >= 2"``;
+    * a symbol seen before (in this input or an earlier one) with another size:
+      ``"y.shape[0] is 6 but x.shape[0] is 5; both are s0"`` (the first place
+      the symbol was seen names the size it is bound to).
+
+    A symbol is bound by its first occurrence whose size is valid (>= 2).
+    Fitting specs give ``[]``.
+
+    Example:
+        >>> g = [InputGuard("x", f32, "cpu", ("s0", 3)), InputGuard("y", f32, "cpu", ("s0",))]
+        >>> symbolic_guard_failures(g, [Spec((7, 3), f32), Spec((7,), f32)])
+        []
+        >>> symbolic_guard_failures(g, [Spec((7, 4), f32), Spec((6,), f32)])
+        ['x.shape[1] changed from 3 to 4', 'y.shape[0] is 6 but x.shape[0] is 7; both are s0']
+
+    Hint: a dict ``symbol -> (where, size)``.
+    """
+    raise NotImplementedError("Exercise 9.7: symbolic_guard_failures")
+
+
+@exercise("9.8")
+def respecialize(graph: Graph, specs: list[Spec]) -> Graph:
+    """A copy of ``graph`` whose inputs have ``specs`` and every other node a re-inferred spec.
+
+    * ``len(specs)`` must equal ``len(graph.inputs)``, else raise
+      ``OpError("respecialize", problem)`` naming both counts;
+    * copy the graph with ``clone_graph`` (``minitorch.passes.rewrite``): never
+      change ``graph`` itself, it is the cached trace every size starts from;
+    * give each input node of the copy its spec; then, in node order, each node that
+      is neither ``input`` nor ``const`` gets
+      ``get_op(node.op).infer(*[i.spec for i in node.inputs], **node.attrs)``
+      (an ``OpError`` from ``infer`` propagates: this size does not fit the program);
+    * a node whose op is not in the registry (``cond``, ``fused``: they hold
+      subgraphs) raises ``OpError("respecialize", problem naming the node)``.
+
+    No Python code of the user runs: this is why a new size costs no trace.
+
+    Example:
+        >>> g2 = respecialize(g, [Spec((7, 3), f32)])   # g traced for x of shape (4, 3)
+        >>> [n.spec.shape for n in g2.nodes]             # x, x * 2, sum(axis=1)
+        [(7, 3), (7, 3), (7,)]
+    """
+    raise NotImplementedError("Exercise 9.8: respecialize")
+
+
+# ---------------------------------------------------------------- comparing two traces
+
+
+def _same(a, b) -> bool:
+    try:
+        r = a == b
+        return bool(r) if not isinstance(r, np.ndarray) else bool(r.all())
+    except Exception:  # noqa: BLE001 - values that cannot be compared are different
+        return a is b
+
+
+def program_difference(a: Graph, b: Graph) -> str | None:
+    """How two traces of one function differ as programs (None if they are the same)."""
+    if len(a.nodes) != len(b.nodes) or len(a.inputs) != len(b.inputs):
+        return f"the traces differ in length ({len(a.nodes)} and {len(b.nodes)} nodes)"
+    index = {n: k for k, n in enumerate(a.nodes)}
+    index_b = {n: k for k, n in enumerate(b.nodes)}
+    for na, nb in zip(a.nodes, b.nodes):
+        where = f"{na.op} ({na.where})" if na.where else na.op
+        if na.op != nb.op or [index[i] for i in na.inputs] != [index_b[i] for i in nb.inputs]:
+            return f"the program changed at {where}: {na.op} became {nb.op}"
+        if na.spec != nb.spec:
+            return (
+                f"{where} is {na.spec} at one size and {nb.spec} at the other: the size "
+                "was used as a Python number while tracing"
+            )
+        if na.attrs.keys() != nb.attrs.keys() or any(
+            not _same(na.attrs[k], nb.attrs[k]) for k in na.attrs
+        ):
+            diff = [k for k in na.attrs if not _same(na.attrs[k], nb.attrs.get(k))]
+            k = diff[0] if diff else "?"
+            return (
+                f"{where} has {k}={na.attrs.get(k)!r} at one size and {nb.attrs.get(k)!r} at "
+                "the other: the size was used as a Python number while tracing"
+            )
+        if na.op == "const" and not (
+            na.value.shape == nb.value.shape
+            and np.array_equal(na.value.numpy(), nb.value.numpy(), equal_nan=True)
+        ):
+            return (
+                f"a constant differs between the two sizes ({na.value.spec} and "
+                f"{nb.value.spec}): it was computed from the size in Python"
+            )
+    if [index[o] for o in a.outputs] != [index_b[o] for o in b.outputs]:
+        return "the outputs differ between the two sizes"
+    return None
+
+
+# ---------------------------------------------------------------- jit's dynamic entries
+
+
+@dataclass
+class DynamicEntry:
+    """A trace reused for every size its guard admits, compiled once per concrete size."""
+
+    trace: object  # a tracing.jit.Trace: its graph, feeds and state guards
+    guard: list[InputGuard]  # one per graph input fed by an argument
+    guarded: list[int]  # which graph inputs those are
+    statics: tuple  # the cache key's non-tensor entries, grads and grad mode
+    lines: list[str]  # for explain: which dims are dynamic and why
+    plans: OrderedDict = field(default_factory=OrderedDict)
+    compiled_sizes: int = 0
+
+    def specs(self, values) -> list[Spec]:
+        feeds = self.trace.feeds
+        return [values[feeds[k]].spec for k in self.guarded]
+
+    def compiled_for(self, jf, values):
+        graph = self.trace.graph
+        specs = [n.spec for n in graph.inputs]
+        for k, s in zip(self.guarded, self.specs(values)):
+            specs[k] = s
+        shapes = tuple(s.shape for s in specs)
+        plan = self.plans.get(shapes)
+        if plan is None:
+            g = respecialize(graph, specs)
+            plan = self.plans[shapes] = g.compile(passes=jf.passes, options=jf.options)
+            self.compiled_sizes += 1
+            while len(self.plans) > PER_SIZE_CACHE:
+                self.plans.popitem(last=False)
+        else:
+            self.plans.move_to_end(shapes)
+        return plan
+
+
+def _statics(key) -> tuple:
+    return tuple(e for e in key[0] if e and e[0] != "tensor"), key[1], key[2]
+
+
+def find(jf, values, key):
+    """The dynamic entry of ``jf`` that fits this call, or None and why none fits."""
+    reasons = []
+    for entry in reversed(jf.dynamic):
+        if entry.statics != _statics(key):
+            continue
+        failed = symbolic_guard_failures(entry.guard, entry.specs(values))
+        failed = failed or entry.trace.check(jf.fn, values)
+        if not failed:
+            return entry, []
+        reasons = reasons or failed
+    return None, reasons
+
+
+def run(jf, entry: DynamicEntry, values):
+    compiled = entry.compiled_for(jf, values)
+    return compiled.run(*entry.trace.inputs(jf.fn, values))
+
+
+def _candidates(jf, names, values, key, prev) -> tuple[dict, str, object]:
+    """Dims to make dynamic: marked ones, and those a retrace changed (only them)."""
+    dims = {i: set(marked_dims(v)) for i, v in enumerate(values) if marked_dims(v)}
+    why = {(i, d): "marked with mark_dynamic" for i in dims for d in dims[i]}
+    other = None
+    auto = jf.options is not None and jf.options.dynamic  # off by default: chapter 5 as it was
+    if (
+        auto
+        and prev is not None
+        and _statics(prev) == _statics(key)
+        and len(prev[0]) == len(key[0])
+    ):
+        changed = {}
+        for i, (a, b) in enumerate(zip(prev[0], key[0])):
+            if a[0] == "tensor" and a[2:] == b[2:] and len(a[1]) == len(b[1]):
+                changed.update({(i, d): 1 for d in range(len(a[1])) if a[1][d] != b[1][d]})
+            elif a != b:
+                changed = {}
+                break
+        old = jf.store.entries.get(prev) or []
+        if changed and old and old[-1].compiled is not None:
+            other = old[-1]
+            for i, d in changed:
+                dims.setdefault(i, set()).add(d)
+                why.setdefault((i, d), "automatically: a retrace was caused only by its size")
+    return dims, why, other
+
+
+def after_trace(jf, names, values, bound, key, prev, trace) -> None:
+    """After jit traced a call: make a dynamic entry if a dim is marked or just changed."""
+    if trace.compiled is None or trace.eager is not None:
+        return
+    dims, why, other = _candidates(jf, names, values, key, prev)
+    if not dims:
+        return
+    try:
+        entry, lines = build(jf, names, values, bound, key, trace, dims, why, other)
+    except NotImplementedError as e:  # exercises 9.7/9.8 not done yet: sizes stay static
+        if "Exercise 9." not in str(e):
+            raise
+        entry, lines = None, [f"dynamic shapes are off: {e}"]
+    if entry is not None:
+        jf.dynamic.append(entry)
+        del jf.dynamic[:-4]
+    jf.dynamic_notes = lines
+
+
+def build(jf, names, values, bound, key, trace, dims, why, other):
+    """A :class:`DynamicEntry` for ``trace`` with ``dims`` symbolic, or None; and explain lines."""
+    graph = trace.graph
+    arg_of = {k: f for k, f in enumerate(trace.feeds) if isinstance(f, int)}
+    guarded = [k for k in arg_of]
+    cands, lines = [], []
+    for k in guarded:
+        i = arg_of[k]
+        for d in sorted(dims.get(i, ())):
+            size = values[i].shape[d]
+            if size < MIN_SIZE:
+                lines.append(f"{names[i]}.shape[{d}] kept static: size {size} is specialised")
+            else:
+                cands.append((k, d))
+    if not cands:
+        return None, lines
+
+    def guard_for(symbols):
+        out = []
+        for k in guarded:
+            s = graph.inputs[k].spec
+            dd = tuple(symbols.get((k, d), n) for d, n in enumerate(s.shape))
+            out.append(InputGuard(names[arg_of[k]], s.dtype, s.device, dd))
+        return out
+
+    def sizes_for(guard, scale):  # probe sizes: each symbol its own new size
+        sym = sorted({x for g in guard for x in g.dims if isinstance(x, str)})
+        size = {}
+        for k, d in cands:
+            size.setdefault(guard[guarded.index(k)].dims[d], graph.inputs[k].spec.shape[d])
+        new = {s: scale * size[s] + 1 + j for j, s in enumerate(sym)}
+        specs = [n.spec for n in graph.inputs]
+        for g, k in zip(guard, guarded):
+            shape = tuple(new[x] if isinstance(x, str) else x for x in g.dims)
+            specs[k] = Spec(shape, g.dtype, g.device)
+        return specs
+
+    untied = {c: f"s{j}" for j, c in enumerate(cands)}
+    by_size: dict = {}
+    for k, d in cands:
+        by_size.setdefault(graph.inputs[k].spec.shape[d], f"s{len(by_size)}")
+    tied = {(k, d): by_size[graph.inputs[k].spec.shape[d]] for k, d in cands}
+    guard, problem = None, None
+    for symbols in (untied, tied):
+        try:
+            respecialize(graph, sizes_for(guard_for(symbols), 2))
+            guard = guard_for(symbols)
+            break
+        except OpError as e:
+            problem = str(e)
+    if guard is None:
+        return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
+    # Did Python bake the size in? Compare with a trace at another size.
+    if other is None:
+        other, problem = _probe(jf, names, values, bound, trace, guarded, sizes_for(guard, 3))
+        if other is None:
+            return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
+    try:
+        mine = respecialize(graph, [n.spec for n in other.graph.inputs])
+        problem = program_difference(mine, other.graph)
+    except OpError as e:
+        problem = str(e)
+    if problem is None and symbolic_guard_failures(
+        guard, [other.graph.inputs[k].spec for k in guarded]
+    ):
+        problem = "the other traced size breaks the guard"
+    if problem is not None:
+        return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
+    for k, d in cands:
+        sym = guard[guarded.index(k)].dims[d]
+        lines.append(
+            f"{names[arg_of[k]]}.shape[{d}] is dynamic ({sym} >= {MIN_SIZE}): {why[(arg_of[k], d)]}"
+        )
+    entry = DynamicEntry(trace, guard, guarded, _statics(key), lines)
+    log.info("jit(%s): dynamic %s", jf.name, "; ".join(lines))
+    return entry, lines
+
+
+def _where(names, arg_of, cands) -> str:
+    return ", ".join(f"{names[arg_of[k]]}.shape[{d}]" for k, d in cands)
+
+
+def _probe(jf, names, values, bound, trace, guarded, specs):
+    """Trace once more (not run, not counted) on zeros of other sizes, to compare programs."""
+    from ..core import creation
+    from ..tracing.jit import trace_call
+
+    probe = list(values)
+    for k in guarded:
+        i, s = trace.feeds[k], specs[k]
+        t = creation.zeros(*s.shape, dtype=s.dtype, device=s.device)
+        t.requires_grad = values[i].requires_grad
+        probe[i] = t
+    try:  # ``bound`` only gives the call's structure: the values come from ``probe``
+        other = trace_call(jf.fn, jf._binder, names, probe, bound, jf.fullgraph, jf.name, run=False)
+    except Exception as e:  # noqa: BLE001 - any failure at another size: stay static
+        return None, f"tracing at another size failed ({type(e).__name__}: {e})"
+    if other.breaks or other.eager is not None or other.graph is None:
+        return None, "the trace at another size has graph breaks"
+    return other, None
+
+
+def explain_lines(fn, names, values, bound, trace) -> list[str]:
+    """For ``explain``: the dynamic dims of a jitted function, or of marked arguments."""
+    from ..tracing.jit import JitFunction, jit
+
+    lines = []
+    if isinstance(fn, JitFunction):
+        lines += [x for e in fn.dynamic for x in e.lines] or list(fn.dynamic_notes)
+    dims = {i: set(marked_dims(v)) for i, v in enumerate(values) if marked_dims(v)}
+    if dims and not lines and trace.compiled is not None and trace.eager is None:
+        jf = fn if isinstance(fn, JitFunction) else jit(fn)
+        why = {(i, d): "marked with mark_dynamic" for i in dims for d in dims[i]}
+        key = jf._key(values)
+        lines += build(jf, names, values, bound, key, trace, dims, why, None)[1]
+    return lines
