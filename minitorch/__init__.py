@@ -42,6 +42,7 @@ from . import autograd, tracing
 from . import passes  # chapter 6
 from .passes import CompileOptions, register_pass
 from . import profiler  # chapter 10
+from .compile import compile  # noqa: A004  chapter 9 (the function shadows the package)
 
 __all__ = [
     "OPS",
@@ -85,6 +86,7 @@ __all__ = [
     "register_pass",
     "CompileOptions",
     "profiler",
+    "compile",
     *autograd.__all__,
     *tracing.__all__,
 ]

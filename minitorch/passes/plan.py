@@ -317,6 +317,10 @@ def compile_graph(graph: Graph, backend=None, passes=None, debug=False, options=
     # chapter 7: fusion runs here, on ``work``, when options.fuse
     compiled = CompiledPlan(graph, work, backend, stats, options)
     # chapters 8 and 9: memory planning and the runner are chosen here from ``options``
+    if options.mode != "default":
+        from ..compile.runner import install
+
+        install(compiled, dump)
     if dump:
         with open(os.path.join(dump, "plan.txt"), "w", encoding="utf-8") as f:
             try:
