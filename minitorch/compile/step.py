@@ -160,6 +160,16 @@ class StepEntry:
         self.tree, self.n_result, self.step_counts = tree, n_result, step_counts
 
     def run(self, values: list, params: list, opts: list):
+        outs = self.compiled.run(*self.gather(values, params, opts))
+        write_back(self.writes, outs)
+        for k, d in self.step_counts:
+            opts[k].steps += d
+        for state, key, v in self.py_writes:
+            state[key] = v
+        return _unflatten(self.tree, outs[: self.n_result])
+
+    def gather(self, values: list, params: list, opts: list) -> list:
+        """The graph's inputs now: arguments, parameters, gradients, optimizer buffers."""
         inputs = []
         for kind, a, b, c in self.feeds:
             if kind == "arg":
@@ -172,13 +182,7 @@ class StepEntry:
                 t = opts[a].state[b][c]
             # a plain view of the data: the compiled plan runs only without autograd inputs
             inputs.append(Tensor._make(t._data, t.device) if t.requires_grad else t)
-        outs = self.compiled.run(*inputs)
-        write_back(self.writes, outs)
-        for k, d in self.step_counts:
-            opts[k].steps += d
-        for state, key, v in self.py_writes:
-            state[key] = v
-        return _unflatten(self.tree, outs[: self.n_result])
+        return inputs
 
 
 def _snapshot(params, opts):
