@@ -121,9 +121,9 @@ class StepTrace:
             )
         if value.dtype != param.dtype:
             value = value.astype(param.dtype)
-        if not hasattr(value, "node"):  # a concrete tensor: make it a node of the graph
-            value = value * 1.0 if dt.is_float(value.dtype) else value
-        node = self.tracer.lift(value)
+        # a detach node: the new value is a leaf, the update itself is not differentiated
+        value_node = self.tracer.lift(value)
+        node = self.tracer.graph.add_node("detach", [value_node], {}, value_node.spec)
         proxy = self.tracer.proxy(node)
         self.rebound[id(param)] = proxy
         if param.requires_grad:  # still a leaf: a later backward reaches it through the new value
