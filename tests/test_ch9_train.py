@@ -178,3 +178,18 @@ def test_adam_falls_back_after_the_cache_limit_and_stays_correct():
     (el, _), (cl, f) = run(False), run(True)
     np.testing.assert_allclose(cl, el, rtol=1e-5)
     assert f.eager_reason is not None and "Adam" in f.eager_reason
+
+
+def test_explain_shows_mode_phases_writes_and_stage_times(capsys):
+    model = nn.mlp([5, 3], seed=0)
+    f = minitorch.compile(_step(model, nn.SGD(model, lr=0.1, momentum=0.9)), mode="reduce-overhead")
+    data = _data(n=3)
+    for x, y in data[:2]:
+        f(x, y)
+    report = minitorch.explain(f)(*data[2])
+    text = str(report)
+    assert "mode reduce-overhead" in text and "generated_runner" in text
+    assert "2 parameters, 2 gradients, 2 optimizer buffers" in text
+    assert "forward" in text and "backward" in text and "passes + lowering" in text
+    assert "optimizer state changed" in text
+    assert report.entry.phases["update"] == 10  # mul, add, mul, sub, detach per parameter

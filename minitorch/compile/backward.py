@@ -88,11 +88,12 @@ class StepTrace:
         self.rebound: dict[int, Tensor] = {}
         self.updates: list[tuple[tuple, Node | None]] = []
         self.backward_calls = 0
-        self.opt_steps = 0
+        self.marks: dict[str, int] = {}  # where the backward and the update start (node count)
 
     def backward(self, loss: Tensor, grad: Tensor | None = None) -> None:
         """``loss.backward()`` inside the step: record the gradients, set ``.grad`` of leaves."""
         self.backward_calls += 1
+        self.marks.setdefault("backward", len(self.tracer.graph.nodes))
         seed = _seed(loss, grad, "backward")
         tracer = self.tracer
         for node, path in tracer.state_inputs:  # parameters the forward read
@@ -108,6 +109,7 @@ class StepTrace:
                 if g.dtype != leaf.dtype and dt.is_float(leaf.dtype):
                     g = g.astype(leaf.dtype)
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
+        self.marks["backward_end"] = len(tracer.graph.nodes)
 
     def assign(self, param: Tensor, value: Tensor) -> Tensor:
         """``param.assign_(value)`` inside the step: later reads see ``value``; written back."""

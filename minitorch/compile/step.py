@@ -13,6 +13,7 @@ forces a retrace.
 
 from __future__ import annotations
 
+import time
 import types
 import warnings
 
@@ -206,6 +207,7 @@ def _restore(snap) -> None:
 
 def trace_step(fn, binder, names, values, bound, params, opts, name, options, debug=False):
     """Trace one call of a training step into a graph; ``None`` if it trains nothing."""
+    t0 = time.perf_counter()
     slots = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
     tracer = Tracer(name, fullgraph=True, why="a compiled training step")
     external = {}
@@ -261,8 +263,22 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
     for node, path in tracer.state_inputs:
         where[node] = (path + (None, None, None))[:4]
     feeds = [where[n] for n in graph.inputs]
+    t1 = time.perf_counter()
     compiled = graph.compile(debug=debug, options=options)
-    return StepEntry(compiled, feeds, writes, tree, len(leaves), step_counts, py_writes)
+    entry = StepEntry(compiled, feeds, writes, tree, len(leaves), step_counts, py_writes)
+    entry.times = {"trace": t1 - t0, "passes + lowering": time.perf_counter() - t1}
+    nodes, n = graph.nodes, len(graph.nodes)
+    b, u = st.marks.get("backward", n), st.marks.get("backward_end", n)
+
+    def ops(seq) -> int:
+        return sum(1 for x in seq if x.op not in ("input", "const"))
+
+    entry.phases = {
+        "forward": ops(nodes[:b]),
+        "backward": ops(nodes[b:u]),
+        "update": ops(nodes[u:]),
+    }
+    return entry
 
 
 def _python_writes(opts, snap) -> list:
@@ -315,6 +331,7 @@ class CompiledStep:
         self.recompiles: list[str] = []
         self.eager_reason: str | None = None
         self._jit = None  # a step that trains nothing is plain jit's business
+        self.last: StepEntry | None = None
 
     @property
     def name(self) -> str:
@@ -351,7 +368,7 @@ class CompiledStep:
                     kwargs,
                 )
             if self.trace_count:
-                self.recompiles.append("a new signature or optimizer state")
+                self.recompiles.append(self._why(key))
             try:
                 entry = trace_step(
                     self.fn,
@@ -376,7 +393,32 @@ class CompiledStep:
                 self._jit = jit(self.fn, fullgraph=self.fullgraph, options=self.options)
                 return self._jit(*args, **kwargs)
             self.entries[key] = entry
+            self._last_key = key
+            t0 = time.perf_counter()
+            out = entry.run(values, params, opts)
+            entry.times["first run"] = time.perf_counter() - t0
+            self.last = entry
+            return out
+        self.last = entry
         return entry.run(values, params, opts)
+
+    _PARTS = ("the arguments", "requires_grad of an argument", "grad mode",
+              "a parameter or its .grad", "the optimizer state")  # fmt: skip
+
+    def _why(self, key) -> str:
+        old = getattr(self, "_last_key", None)
+        if old is None:
+            return "a new signature"
+        changed = [p for p, a, b in zip(self._PARTS, old, key) if a != b]
+        return " and ".join(changed) + " changed" if changed else "a new signature"
+
+    def explain_call(self, *args, **kwargs):
+        """``minitorch.explain(compiled_step)(*args)``: run one step and describe what ran."""
+        self.last = None
+        out = self(*args, **kwargs)
+        report = StepReport(self, self.last, out)
+        print(report)
+        return report
 
     def _give_up(self, reason, args, kwargs):
         self.eager_reason = reason
@@ -389,3 +431,42 @@ class CompiledStep:
 
     def __repr__(self) -> str:
         return f"<compiled step {self.name}: {len(self.entries)} graph(s), {self.options}>"
+
+
+class StepReport:
+    """What ``explain`` says about a compiled step: mode, graph, phases, writes, stage times."""
+
+    def __init__(self, step: CompiledStep, entry: StepEntry | None, out):
+        self.step, self.entry, self.out = step, entry, out
+
+    def __str__(self) -> str:
+        s, e = self.step, self.entry
+        lines = [f"compile({s.name}): mode {s.options.mode} [{s.options}]"]
+        if s._jit is not None:
+            return lines[0] + "\n  trains nothing: a jit function (see minitorch.explain(fn))"
+        if s.eager_reason:
+            return lines[0] + f"\n  runs eagerly: {s.eager_reason}"
+        lines.append(f"  graphs: {len(s.entries)} (traced {s.trace_count} times)")
+        if e is None:
+            return "\n".join(lines)
+        c = e.compiled
+        lines.append(
+            f"  step graph: {len(c.traced.ops)} ops traced "
+            + ", ".join(f"{k} {v}" for k, v in e.phases.items())
+            + f"; {len(c.graph.ops)} after passes; runner {getattr(c.runner, '__name__', '?')}"
+        )
+        kinds: dict[str, int] = {}
+        for (kind, _, _), _i in e.writes:
+            kinds[kind] = kinds.get(kind, 0) + 1
+        names = {"data": "parameters", "grad": "gradients", "item": "optimizer buffers"}
+        lines.append(
+            "  written back per call: "
+            + ", ".join(f"{v} {names.get(k, k)}" for k, v in kinds.items())
+        )
+        lines.append(
+            "  time per stage: "
+            + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in getattr(e, "times", {}).items())
+        )
+        if s.recompiles:
+            lines.append("  retraced: " + "; ".join(s.recompiles))
+        return "\n".join(lines)

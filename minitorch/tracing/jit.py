@@ -567,6 +567,8 @@ class ExplainOutput:
 
 def explain(fn):
     """``explain(fn)(*inputs)``: trace once, print and return graphs, breaks and side effects."""
+    if hasattr(fn, "explain_call"):  # a compiled training step (chapter 9) explains itself
+        return fn.explain_call
     inner = fn.fn if isinstance(fn, JitFunction) else fn
     binder = _Binder(inner)
     name = JitFunction.name.fget(types.SimpleNamespace(fn=inner))
