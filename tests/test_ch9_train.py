@@ -193,3 +193,26 @@ def test_explain_shows_mode_phases_writes_and_stage_times(capsys):
     assert "forward" in text and "backward" in text and "passes + lowering" in text
     assert "optimizer state changed" in text
     assert report.entry.phases["update"] == 10  # mul, add, mul, sub, detach per parameter
+
+
+def test_random_numbers_in_the_step_run_eagerly_with_the_same_draws():
+    def run(compiled):
+        minitorch.manual_seed(3)
+        model = nn.mlp([5, 3], seed=0)
+        opt = nn.SGD(model, lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            noise = minitorch.randn(*x.shape) * 0.1
+            loss = F.cross_entropy(model(x + noise), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = minitorch.compile(step) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return [f(x, y).item() for x, y in _data(n=3)], f
+
+    (el, _), (cl, f) = run(False), run(True)
+    assert el == cl and "random" in f.eager_reason

@@ -17,6 +17,7 @@ import time
 import types
 import warnings
 
+from ..core import creation
 from ..core.errors import OpError  # noqa: F401  (what exercise 9.4 raises)
 from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
@@ -223,6 +224,8 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
     tracer.set_external(external)
     st = tracer.training = StepTrace(tracer)
     snap = _snapshot(params, opts)
+    rng = creation._rng[0]
+    rng_state = rng.bit_generator.state
     old_assign = Parameter.assign_
 
     def assign_(p, value):  # inside this trace: recorded; anywhere else: as before
@@ -249,6 +252,14 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
         raise
     finally:
         Parameter.assign_ = old_assign
+    if creation._rng[0] is not rng or rng.bit_generator.state != rng_state:
+        _restore(snap)
+        creation._rng[0] = rng
+        rng.bit_generator.state = rng_state  # eager draws them again, in the same order
+        raise GraphBreakError(
+            f"random numbers were drawn (rand/randn) while tracing {name}; a graph would "
+            "freeze them. Hint: pass random tensors in as arguments"
+        )
     if not trained:
         _restore(snap)
         return None
