@@ -210,3 +210,32 @@ def test_detach_no_grad_and_a_weight_used_twice():
     check(np.allclose(el, cl, rtol=1e-5), "9.4", "losses differ", eager=el, compiled=cl)
     check(np.allclose(ew, cw, rtol=1e-4, atol=1e-6), "9.4", "the weight differs from eager")
     check(np.allclose(eg, cg, rtol=1e-4, atol=1e-6), "9.4", "the gradient differs from eager")
+
+
+@graded("9.4", points=2)
+def test_digits_loss_curves_agree_over_20_steps_mlp_and_cnn():
+    from minitorch.fast.cnn import DigitsCNN
+    from minitorch.fast.cnn import cross_entropy as cnn_loss
+    from minitorch.nn.data import DataLoader, load_digits
+
+    x_train, y_train, _, _ = load_digits(seed=0)
+    models = {
+        "mlp": (lambda: nn.mlp([64, 32, 10], seed=0), F.cross_entropy),
+        "cnn": (lambda: DigitsCNN((4, 8), 16, seed=0), cnn_loss),
+    }
+    for name, (make, loss_fn) in models.items():
+        curves = []
+        for compiled in (False, True):
+            model = make()
+            opt = nn.SGD(model, lr=0.05, momentum=0.9)
+            step = make_step(model, opt, loss_fn)
+            f = minitorch.compile(step) if compiled else step
+            loader = DataLoader(x_train[:640], y_train[:640], batch_size=32, seed=0)
+            curves.append([f(x, y).item() for x, y in loader])
+        check(
+            len(curves[1]) == 20 and np.allclose(curves[0], curves[1], rtol=1e-5, atol=1e-6),
+            "9.4",
+            f"{name}: the compiled loss curve differs from eager's over 20 digits steps",
+            eager=curves[0],
+            compiled=curves[1],
+        )
