@@ -17,6 +17,8 @@ import time
 import types
 import warnings
 
+import numpy as np
+
 from ..core import creation
 from ..core.errors import OpError  # noqa: F401  (what exercise 9.4 raises)
 from ..core.tensor import Tensor, is_grad_enabled
@@ -133,9 +135,18 @@ def find_state(fn, values: list) -> tuple[list[Tensor], list[Optimizer]]:
     return params, opts
 
 
+def _is_counter(v) -> bool:
+    """An int in optimizer state (Adam's step count): a graph input, not a guarded value."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _opt_key(opt: Optimizer) -> tuple:
     state = tuple(
-        (name, id(st), tuple((k, _value_key(v)) for k, v in st.items()))
+        (
+            name,
+            id(st),
+            tuple((k, "int" if _is_counter(v) else _value_key(v)) for k, v in st.items()),
+        )
         for name, st in opt.state.items()
     )
     defaults = tuple((k, _value_key(v)) for k, v in sorted(opt.defaults.items()))
@@ -158,12 +169,15 @@ class StepEntry:
 
     def __init__(self, compiled, feeds, writes, tree, n_result, step_counts, py_writes):
         self.compiled, self.feeds, self.writes = compiled, feeds, writes
-        self.py_writes = py_writes  # Python values of optimizer state (Adam's step count)
+        self.py_writes = py_writes  # Python values of optimizer state
+        self.counters: list = []  # int counters written back (Adam's step count)
         self.tree, self.n_result, self.step_counts = tree, n_result, step_counts
 
     def run(self, values: list, params: list, opts: list):
         outs = self.compiled.run(*self.gather(values, params, opts))
         write_back(self.writes, outs)
+        for state, key in self.counters:  # a counter goes back to being a Python int
+            state[key] = int(round(float(state[key].numpy().flat[0])))
         for k, d in self.step_counts:
             opts[k].steps += d
         for state, key, v in self.py_writes:
@@ -180,6 +194,10 @@ class StepEntry:
                 t = params[a]
             elif kind == "grad":
                 t = params[a].grad
+            elif kind == "counter":
+                spec = self.compiled.specs[len(inputs)]
+                inputs.append(Tensor(np.full(spec.shape, opts[a].state[b][c], dtype=np.float64)))
+                continue
             else:
                 t = opts[a].state[b][c]
             # a plain view of the data: the compiled plan runs only without autograd inputs
@@ -216,14 +234,22 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
         external[id(p)] = (("param", k), f"p{k}", p)
         if p.grad is not None:
             external[id(p.grad)] = (("grad", k), f"p{k}_grad", p.grad)
+    snap = _snapshot(params, opts)
+    counters = []
     for k, o in enumerate(opts):
+        shapes = {n: p.shape for n, p in o.named_params()}
         for pname, st in o.state.items():
             for key, v in st.items():
                 if isinstance(v, Tensor):
                     external[id(v)] = (("state", k, pname, key), f"{key}_{pname}", v)
+                elif _is_counter(v) and pname in shapes:
+                    # traced as float64 values in the parameter's shape (the optimizer checks
+                    # its buffers' shapes), so that `beta ** t` is recorded, not baked in
+                    t = st[key] = Tensor(np.full(shapes[pname], v, dtype=np.float64))
+                    external[id(t)] = (("counter", k, pname, key), f"{key}_{pname}", t)
+                    counters.append((st, key))
     tracer.set_external(external)
     st = tracer.training = StepTrace(tracer)
-    snap = _snapshot(params, opts)
     rng = creation._rng[0]
     rng_state = rng.bit_generator.state
     old_assign = Parameter.assign_
@@ -277,6 +303,11 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
     t1 = time.perf_counter()
     compiled = graph.compile(debug=debug, options=options)
     entry = StepEntry(compiled, feeds, writes, tree, len(leaves), step_counts, py_writes)
+    entry.counters = [
+        (state, key)
+        for state, key in counters
+        if any(t[0] == "item" and t[1] is state and t[2] == key for t, _ in writes)
+    ]
     entry.times = {"trace": t1 - t0, "passes + lowering": time.perf_counter() - t1}
     nodes, n = graph.nodes, len(graph.nodes)
     b, u = st.marks.get("backward", n), st.marks.get("backward_end", n)

@@ -157,9 +157,10 @@ def test_compiled_training_equals_eager_over_20_steps():
 
 
 @graded("9.3", points=1)
-def test_adam_stays_correct():
+def test_adam_compiles_and_stays_correct():
     data = batches(2, 5, 4, 5, 3)
-    _same_training("9.3", (5, 7, 3), data, "adam", lr=0.01)
+    f = _same_training("9.3", (5, 7, 3), data, "adam", lr=0.01)
+    check(f.eager_reason is None, "9.3", "Adam's step must run compiled", why=f.eager_reason)
 
 
 @graded("9.4", points=2)
