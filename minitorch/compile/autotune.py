@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -60,11 +61,16 @@ def load_cache(path: str | None = None) -> dict:
 
 def save_cache(cache: dict, path: str | None = None) -> None:
     path = path or cache_path()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(cache, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)  # atomic: two processes never see half a file
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(cache, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)  # atomic: two processes never see half a file
+    except OSError as e:  # a read-only home (a sandbox): the choice is only not remembered
+        warnings.warn(
+            f"max-autotune: cannot write {path} ({e}); set MINITORCH_CACHE_DIR", stacklevel=2
+        )
 
 
 def time_once(fn: Callable) -> float:
