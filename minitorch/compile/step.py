@@ -57,11 +57,14 @@ def step_outputs(
       targets in the order they were first written.
 
     Example:
-        >>> outs, writes = step_outputs([loss], [((\"grad\", w, None), g1),
-        ...                                      ((\"grad\", w, None), g2),
-        ...                                      ((\"data\", w, None), w2)])
+        >>> outs, writes = step_outputs([loss], [(("grad", w, None), g1),
+        ...                                      (("grad", w, None), g2),
+        ...                                      (("data", w, None), w2)])
         >>> outs == [loss, g2, w2], [i for _, i in writes]
         (True, [1, 2])
+
+    Hint: a dict keyed by ``(kind, id(obj), key)`` keeps each target's last update
+    and (dicts keep insertion order) the order targets were first written.
     """
     raise NotImplementedError("Exercise 9.3: step_outputs")
 
@@ -80,7 +83,7 @@ def write_back(writes: list[tuple[tuple, int | None]], values: list[Tensor]) -> 
     Any other kind raises ``OpError("compile", ...)`` naming it.
 
     Example:
-        >>> write_back([((\"grad\", w, None), 0), ((\"data\", w, None), 1)], [g, w2])
+        >>> write_back([(("grad", w, None), 0), (("data", w, None), 1)], [g, w2])
         >>> w.grad is g, w.numpy() == w2.numpy()
     """
     raise NotImplementedError("Exercise 9.4: write_back")
