@@ -46,6 +46,7 @@ from . import memory  # chapter 8
 from .memory import memory_summary, temp_allocator, track_memory
 from . import profiler  # chapter 10
 from .compile.dynamic import mark_dynamic  # chapter 9
+from .compile import compile  # noqa: A004  chapter 9 (the function shadows the package)
 
 __all__ = [
     "OPS",
@@ -95,6 +96,8 @@ __all__ = [
     "temp_allocator",
     "track_memory",
     "profiler",
+    "compile",
+    "mark_dynamic",
     *autograd.__all__,
     *tracing.__all__,
 ]

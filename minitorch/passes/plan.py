@@ -407,6 +407,10 @@ def compile_graph(graph: Graph, backend=None, passes=None, debug=False, options=
         from ..memory import install
 
         install(compiled, dump)
+    if options.mode != "default":  # chapter 9: a generated runner, autotuned matmuls
+        from ..compile.runner import install
+
+        install(compiled, dump)
     if options.parallel:  # chapter 9: independent steps run on a thread pool
         from ..compile.parallel import install
 

@@ -614,6 +614,8 @@ def explain(fn, options=None):
     ``options`` (default: those of a jitted ``fn``) turns on later stages, which add
     their lines: fused groups and every refusal's reason (chapter 7).
     """
+    if hasattr(fn, "explain_call"):  # a compiled training step (chapter 9) explains itself
+        return fn.explain_call
     inner = fn.fn if isinstance(fn, JitFunction) else fn
     if options is None and isinstance(fn, JitFunction):
         options = fn.options

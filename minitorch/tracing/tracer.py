@@ -61,6 +61,11 @@ def _record(tracer: Tracer, op: OpDef, inputs: tuple, attrs: dict) -> Proxy:
         and dt.is_float(out.dtype)  # as eager: int and bool results carry no graph
         and any(getattr(x, "requires_grad", False) for x in inputs)
     )
+    if tracer.training is not None:  # chapter 9: the step's own backward builds the gradients
+        if grad:
+            tracer.training.grad_nodes.add(out.node)
+        out.requires_grad = grad
+        return out
     if not is_grad_enabled() and tracer.grad_mode and op.name != "detach":
         # a no_grad block inside the function: the result has no history. (A call made
         # under no_grad needs none: grad mode is part of jit's cache key.)
@@ -198,6 +203,8 @@ class Proxy(Tensor):
         return target.assign_(value)
 
     def backward(self, grad: Tensor | None = None) -> None:
+        if self._tracer.training is not None:  # chapter 9: recorded into the step's graph
+            return self._tracer.training.backward(self, grad)
         value = self._concrete("backward() inside a traced function (Chapter 9 compiles it)")
         value.backward(grad)
 
@@ -243,6 +250,7 @@ class Tracer:
         self._by_data: dict[int, tuple] = {}  # id of a state tensor's data -> its entry
         self._state: dict[tuple[int, int], Node] = {}
         self._state_values: dict[Node, Tensor] = {}
+        self.training = None  # chapter 9: a step trace (backward and updates are recorded)
 
     # ------------------------------------------------------------ what record_op uses
     def lift(self, x) -> Node:
@@ -264,6 +272,8 @@ class Tracer:
                 self._sources[inner] = node
             return inner
         if isinstance(x, Tensor):
+            if self.training is not None and id(x) in self.training.rebound:
+                return self.training.rebound[id(x)].node  # a parameter updated in this step
             ext, detached = self.state_entry(x)
             if ext is None:
                 return self.graph.add_const(x)  # made during the call: a constant
@@ -278,6 +288,8 @@ class Tracer:
                 self._state[(id(self.graph), id(t))] = node
                 self._state_values[node] = t
                 self.state_inputs.append((node, ext[0]))
+                if self.training is not None and t.requires_grad:
+                    self.training.grad_nodes.add(node)
             if detached:  # ``w.detach()`` of a state tensor: the same data, no history
                 key = (id(self.graph), id(x))
                 if key not in self._state:

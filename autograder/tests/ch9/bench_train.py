@@ -1,0 +1,77 @@
+"""Graded benchmarks, chapter 9 (train): a compiled training step against eager's.
+
+Ratios of two timings in one run, measured in back-to-back pairs after warm-up
+(the median of the per-pair ratios; see chapter 6's benchmarks). Each checks
+that the compiled step trains exactly as eager does before it times anything.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import minitorch
+from autograder.harness import benchmark, check
+from autograder.tests.ch6.bench_passes import ratio
+from minitorch import nn
+from minitorch.compile import find_state
+
+from .train_util import batches, make_step
+
+
+def _mlp_steps(mode):
+    """Eager and compiled steps of two identical 64-128-10 MLPs (SGD with momentum)."""
+    steps = []
+    for compiled in (False, True):
+        model = nn.mlp([64, 128, 10], seed=0)
+        opt = nn.SGD(model, lr=0.05, momentum=0.9)
+        step = make_step(model, opt)
+        steps.append(minitorch.compile(step, mode=mode) if compiled else step)
+    ((x, y),) = batches(0, 1, 32, 64, 10)
+    eager, compiled = steps
+    for k in range(3):  # the same losses: trace, retrace with momentum buffers, cached
+        a, b = eager(x, y).item(), compiled(x, y).item()
+        check(abs(a - b) <= 1e-5 * max(1.0, abs(a)), "9.4", "the compiled step differs", k=k)
+    check(compiled.eager_reason is None, "9.4", "the step must run compiled")
+    return eager, compiled, x, y
+
+
+@benchmark("9.4", points=2, metric="speedup", bands=[(2.5, 1.0), (1.5, 0.5)])
+def bench_compiled_mlp_training_step(report):
+    eager, compiled, x, y = _mlp_steps("default")
+    r, t_eager, t_compiled = ratio(lambda: eager(x, y), lambda: compiled(x, y), pairs=60)
+    report(speedup=r, eager_ms=t_eager * 1e3, compiled_ms=t_compiled * 1e3)
+
+
+@benchmark(
+    "9.5",
+    points=2,
+    metric="overhead_ratio",
+    bands=[(0.2, 1.0), (0.4, 0.5)],
+    higher_is_better=False,
+)
+def bench_reduce_overhead_python_per_step(report):
+    """Per-step Python overhead: a step's time minus its kernels' time (the generated
+    function alone, fed directly), for eager and for reduce-overhead."""
+    eager, compiled, x, y = _mlp_steps("reduce-overhead")
+    entry = next(e for e in compiled.entries.values() if len(e.writes) > 8)
+    plan = entry.compiled.plan
+    check(hasattr(plan, "_generated"), "9.5", "reduce-overhead must run the generated function")
+    params, opts = find_state(compiled.fn, [x, y])
+    inputs = [t._data for t in entry.gather([x, y], params, opts)]
+    fn = plan._generated
+
+    def kernels():
+        with np.errstate(all="ignore"):
+            fn(inputs)
+
+    r_e, t_eager, t_k1 = ratio(lambda: eager(x, y), kernels, pairs=40)
+    r_c, t_comp, t_k2 = ratio(lambda: compiled(x, y), kernels, pairs=40)
+    t_kernels = min(t_k1, t_k2)
+    over_e = max(t_eager - t_kernels, 1e-9)
+    over_c = max(t_comp - t_kernels, 0.0)
+    report(
+        overhead_ratio=over_c / over_e,
+        eager_ms=t_eager * 1e3,
+        reduce_overhead_ms=t_comp * 1e3,
+        kernels_ms=t_kernels * 1e3,
+    )

@@ -1,0 +1,135 @@
+"""Chapter 9, exercises 9.1-9.2: the backward pass as more nodes of the same graph.
+
+Inside a compiled training step, ``loss.backward()`` does not compute anything.
+The forward ops were recorded as graph nodes; the backward walks those nodes
+from the loss to the parameters and calls each op's VJP from the registry. The
+VJPs are written with Tensor ops, so on traced values they *record*: the
+gradients become nodes of the very graph that computed the loss, and a value
+the forward computed and the backward reads (a saved activation) is just a
+node with users on both sides.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..autograd.backprop import _seed
+from ..core import dtypes as dt
+from ..core.registry import get_op  # noqa: F401  (what the exercises call)
+from ..core.tensor import Tensor, no_grad
+from ..exercises import exercise
+from ..tracing.graph import Node
+
+
+@exercise("9.1")
+def backward_order(loss: Node, needs_grad: set) -> list[Node]:
+    """The nodes the backward visits: those ``loss`` depends on through ``needs_grad``.
+
+    Start at ``loss`` and follow ``node.inputs``, but only through nodes in
+    ``needs_grad`` (the nodes whose value requires grad: parameters, inputs
+    with ``requires_grad`` and everything computed from them with grad on).
+    Visit each node once even when it is used several times (``x * x``).
+    Return them loss first, every node before all of its inputs (a reversed
+    post-order DFS, as in exercise 2.7, but over graph nodes). If ``loss``
+    itself is not in ``needs_grad`` return ``[]``.
+
+    Use an explicit stack: a long training step has thousands of nodes.
+
+    Example:
+        >>> # %x = input (requires grad) ; %1 = mul(%x, %x) ; %2 = sum(%1)
+        >>> [n.name for n in backward_order(s, {x, m, s})]
+        ['2', '1', 'x']
+    """
+    raise NotImplementedError("Exercise 9.1: backward_order")
+
+
+@exercise("9.2")
+def backward_graph(
+    order: list[Node], seed: Tensor, value_of: Callable[[Node], Tensor], needs_grad: set
+) -> dict[Node, Tensor]:
+    """The gradient of ``order[0]`` (seeded with ``seed``) w.r.t. every node in ``order``.
+
+    Walk ``order`` (from :func:`backward_order`). Graph inputs (``n.op ==
+    "input"``: parameters, arguments) are leaves: they only receive. For any
+    other node ``n`` that has a gradient ``g``, call its op's rule from the registry::
+
+        get_op(n.op).vjp(g, value_of(n), *(value_of(i) for i in n.inputs), **n.attrs)
+
+    It returns one gradient (or ``None``) per input. ``value_of`` gives the
+    traced tensor of a node, so the rule's Tensor ops record new nodes. Skip
+    inputs not in ``needs_grad`` and ``None`` gradients; when an input is
+    reached again (a value used twice) *add* to its gradient (``a + b``, also
+    recorded). Return ``{node: gradient}`` for every node that got one
+    (``order[0]`` included).
+
+    Raise ``RuntimeError`` naming the op when it has no rule (``vjp is None``)
+    and when a rule returns a gradient whose shape is not its input's.
+
+    Example:
+        >>> grads = backward_graph(order, ones(()), tracer.proxy, needs)  # y = sum(x * x)
+        >>> grads[x]     # recorded: mul(...) + mul(...), i.e. 2 * x
+    """
+    raise NotImplementedError("Exercise 9.2: backward_graph")
+
+
+class StepTrace:
+    """What a training-step trace records besides the forward ops (see ``Tracer.training``).
+
+    ``grad_nodes`` are the nodes whose values require grad; ``leaves`` maps an
+    input node (a parameter, an argument) to the tensor whose ``.grad`` it
+    fills; ``rebound`` maps a parameter updated in this step to its new value;
+    ``updates`` is every write the step made, in order: ``((kind, obj, key), node)``.
+    """
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+        self.grad_nodes: set[Node] = set()
+        self.leaves: dict[Node, Tensor] = {}
+        self.rebound: dict[int, Tensor] = {}
+        self.updates: list[tuple[tuple, Node | None]] = []
+        self.backward_calls = 0
+        self.marks: dict[str, int] = {}  # where the backward and the update start (node count)
+
+    def backward(self, loss: Tensor, grad: Tensor | None = None) -> None:
+        """``loss.backward()`` inside the step: record the gradients, set ``.grad`` of leaves."""
+        self.backward_calls += 1
+        self.marks.setdefault("backward", len(self.tracer.graph.nodes))
+        seed = _seed(loss, grad, "backward")
+        tracer = self.tracer
+        for node, path in tracer.state_inputs:  # parameters the forward read
+            if path[0] == "param":
+                self.leaves.setdefault(node, tracer._state_values[node])
+        order = backward_order(loss.node, self.grad_nodes)
+        with no_grad():
+            grads = backward_graph(order, seed, tracer.proxy, self.grad_nodes)
+            for node, leaf in self.leaves.items():
+                g = grads.get(node)
+                if g is None:
+                    continue
+                if g.dtype != leaf.dtype and dt.is_float(leaf.dtype):
+                    g = g.astype(leaf.dtype)
+                leaf.grad = g if leaf.grad is None else leaf.grad + g
+        self.marks["backward_end"] = len(tracer.graph.nodes)
+
+    def assign(self, param: Tensor, value: Tensor) -> Tensor:
+        """``param.assign_(value)`` inside the step: later reads see ``value``; written back."""
+        if value.shape != param.shape:
+            from ..core.errors import OpError
+
+            raise OpError(
+                "assign_",
+                f"a parameter of shape {param.shape} cannot take values of shape {value.shape}",
+                hint="to change a layer's size, build a new Parameter (and a new optimizer)",
+            )
+        if value.dtype != param.dtype:
+            value = value.astype(param.dtype)
+        # a detach node: the new value is a leaf, the update itself is not differentiated
+        value_node = self.tracer.lift(value)
+        node = self.tracer.graph.add_node("detach", [value_node], {}, value_node.spec)
+        proxy = self.tracer.proxy(node)
+        self.rebound[id(param)] = proxy
+        if param.requires_grad:  # still a leaf: a later backward reaches it through the new value
+            self.grad_nodes.add(node)
+            self.leaves[node] = param
+        self.updates.append((("data", param, None), node))
+        return param

@@ -1,0 +1,174 @@
+"""The seed's table for the learner's framework: eager against compiled training on the digits.
+
+Each row trains one model twice from the same seed on the same batches, once
+eagerly and once through ``minitorch.compile``, and measures: step time (the
+median of back-to-back pairs on one batch, after training), peak memory of one step (numpy's
+allocations, seen by ``tracemalloc``), the first call (trace + compile + run)
+and the test accuracy each run reaches. Used by the chapter 9 book page.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.tensor import Tensor, no_grad
+
+
+@dataclass
+class Row:
+    model: str
+    eager_ms: float
+    compiled_ms: float
+    eager_peak_kib: float
+    compiled_peak_kib: float
+    first_call_s: float
+    second_first_call_s: float
+    eager_acc: float
+    compiled_acc: float
+    eager_losses: list = field(default_factory=list)
+    compiled_losses: list = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float:
+        return self.eager_ms / self.compiled_ms
+
+
+def _peak(fn) -> float:
+    """Peak bytes numpy allocates during one call of ``fn`` (KiB)."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 1024
+    finally:
+        tracemalloc.stop()
+
+
+def _accuracy(model, x, y) -> float:
+    with no_grad():
+        pred = model(Tensor(x)).argmax(axis=-1).numpy()
+    return float((pred == y).mean())
+
+
+def train_row(
+    name, make_model, loss_fn, epochs, lr, mode="default", batch_size=32, seed=0, pairs=40
+):
+    """Train ``make_model()`` eagerly and compiled with SGD (momentum 0.9): one :class:`Row`."""
+    from .. import compile as compile_
+    from ..nn.data import DataLoader, load_digits
+    from ..nn.optim import SGD
+
+    x_train, y_train, x_test, y_test = load_digits(seed=seed)
+    runs, steps = {}, {}
+    for compiled in (False, True):
+        model = make_model()
+        opt = SGD(model, lr=lr, momentum=0.9)
+
+        def step(x, y, model=model, opt=opt):
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = steps[compiled] = compile_(step, mode=mode) if compiled else step
+        loader = DataLoader(x_train, y_train, batch_size=batch_size, seed=seed)
+        losses, first = [], None
+        for _ in range(epochs):
+            for x, y in loader:
+                t0 = time.perf_counter()
+                loss = f(x, y)
+                dt = time.perf_counter() - t0
+                if first is None:
+                    first = dt
+                losses.append(float(loss.item()))
+        xb, yb = Tensor(x_train[:batch_size]), Tensor(y_train[:batch_size])
+        f(xb, yb)
+        peak = _peak(lambda f=f, xb=xb, yb=yb: f(xb, yb))
+        second = None
+        if compiled:  # a second model of the same shapes: what a fresh compile costs now
+            other = make_model()
+            opt2 = SGD(other, lr=lr, momentum=0.9)
+
+            def step2(x, y, model=other, opt=opt2):
+                opt.zero_grad()
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                opt.step()
+                return loss
+
+            t0 = time.perf_counter()
+            compile_(step2, mode=mode)(xb, yb)
+            second = time.perf_counter() - t0
+        runs[compiled] = (
+            None,
+            peak,
+            first,
+            second,
+            _accuracy(model, x_test, y_test),
+            losses,
+        )
+    e, c = runs[False], runs[True]
+    # step times: back-to-back pairs on one batch, so load on a shared machine hits both alike
+    te, tc = [], []
+    for k in range(pairs):
+        order = (False, True) if k % 2 == 0 else (True, False)
+        for compiled in order:
+            t0 = time.perf_counter()
+            steps[compiled](xb, yb)
+            (tc if compiled else te).append(time.perf_counter() - t0)
+    eager_ms, compiled_ms = statistics.median(te) * 1e3, statistics.median(tc) * 1e3
+    return Row(name, eager_ms, compiled_ms, e[1], c[1], c[2], c[3], e[4], c[4], e[5], c[5])
+
+
+def digits_table(epochs_mlp=15, epochs_cnn=20, mode="default") -> list[Row]:
+    """The two rows of the book's table: a 64-128-10 MLP and the chapter 3 CNN."""
+    from ..fast.cnn import DigitsCNN
+    from ..fast.cnn import cross_entropy as cnn_loss
+    from ..nn import functional as F
+    from ..nn.train import mlp
+
+    rows = [
+        train_row(
+            "MLP 64-128-10",
+            lambda: mlp([64, 128, 10], seed=0),
+            F.cross_entropy,
+            epochs_mlp,
+            0.1,
+            mode,
+        ),
+        train_row(
+            "CNN (8, 16) ch",
+            lambda: DigitsCNN((8, 16), 32, seed=0),
+            cnn_loss,
+            epochs_cnn,
+            0.05,
+            mode,
+        ),
+    ]
+    return rows
+
+
+def table_text(rows: list[Row]) -> str:
+    head = (
+        f"{'model':16} {'eager ms':>9} {'compiled ms':>12} {'speedup':>8} {'eager peak KiB':>15} "
+        f"{'compiled peak KiB':>18} {'1st call s':>10} {'2nd model s':>11} {'acc e/c':>12}"
+    )
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"{r.model:16} {r.eager_ms:9.2f} {r.compiled_ms:12.2f} {r.speedup:7.2f}x "
+            f"{r.eager_peak_kib:15.0f} {r.compiled_peak_kib:18.0f} {r.first_call_s:10.3f} "
+            f"{r.second_first_call_s:11.3f} {r.eager_acc:6.3f}/{r.compiled_acc:.3f}"
+        )
+    return "\n".join(lines)
+
+
+def curves_agree(row: Row, steps: int = 20, rtol: float = 1e-5) -> bool:
+    a, b = np.array(row.eager_losses[:steps]), np.array(row.compiled_losses[:steps])
+    return bool(np.allclose(a, b, rtol=rtol, atol=1e-6))

@@ -1,0 +1,94 @@
+"""Chapter 9, exercise 9.5: ``reduce-overhead``, one generated Python function per plan.
+
+Chapter 6's ``run_plan`` is a loop: per step it indexes the step tuple, builds
+an argument tuple from a slot list and stores the result back into the list.
+For a small model that loop *is* the step time. Here the plan is written out
+as straight-line source, one line per kernel call, with every slot a local
+variable and every kernel, spec and attribute dict a global of the generated
+module; Python then runs it with fast local loads. The source is kept (and
+dumped as ``runner.py`` next to the plan) so that it can be read.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from ..exercises import exercise
+from ..passes.plan import Plan
+
+
+@exercise("9.5")
+def plan_source(plan: Plan) -> str:
+    """Python source of ``def run(inputs):`` doing what ``run_plan(plan, inputs)`` does.
+
+    Slot ``s`` is the local variable ``s{s}``. The generated module's globals
+    will hold, for step number ``i`` of ``plan.steps``, its kernel as
+    ``k{i}``, its spec as ``o{i}`` and its attrs as ``a{i}``, and for each
+    constant ``(slot, tensor)`` the tensor as ``c{slot}``. The body:
+
+    1. unpack the inputs into their slots: ``s0, s3 = inputs`` (a trailing
+       comma for one input: ``s0, = inputs``; nothing for none);
+    2. each constant's data, read on *every* call (a parameter held as a
+       constant changes between calls): ``s1 = c1._data``;
+    3. each step: ``s4 = k0(s0, s1, out=o0, **a0)`` (leave out ``, **a0``
+       when the step has no attrs);
+    4. ``return [s4, ...]``, the slots of ``plan.outputs`` in order.
+
+    Example (``x * 2``, the plan of exercise 6.9)::
+
+        def run(inputs):
+            s0, = inputs
+            s1 = c1._data
+            s2 = k0(s0, s1, out=o0)
+            return [s2]
+    """
+    raise NotImplementedError("Exercise 9.5: plan_source")
+
+
+def build_function(plan: Plan, dump: str | None = None) -> Callable[[list], list]:
+    """Compile :func:`plan_source` with the plan's kernels, specs and constants as globals."""
+    source = plan_source(plan)
+    env: dict = {}
+    for i, st in enumerate(plan.steps):
+        env[f"k{i}"], env[f"o{i}"], env[f"a{i}"] = st.kernel, st.spec, st.attrs
+    for slot, tensor in plan.consts:
+        env[f"c{slot}"] = tensor
+    name = f"<minitorch plan {id(plan):x}>"
+    if dump:
+        os.makedirs(dump, exist_ok=True)
+        name = os.path.join(dump, "runner.py")
+        with open(name, "w", encoding="utf-8") as f:
+            f.write(source)
+    exec(compile(source, name, "exec"), env)  # noqa: S102 - our own generated source
+    fn = env["run"]
+    fn.source = source
+    return fn
+
+
+def generated_runner(plan: Plan, inputs: list) -> list:
+    """A ``CompiledPlan.runner``: the plan's generated function, made on first use."""
+    fn = plan.__dict__.get("_generated")
+    if fn is None:
+        fn = plan._generated = build_function(plan)
+    return fn(inputs)
+
+
+def install(compiled, dump: str | None = None) -> None:
+    """Choose the runner of ``compiled`` (a ``CompiledPlan``) from its options' mode."""
+    mode = compiled.options.mode
+    if mode not in ("reduce-overhead", "max-autotune"):
+        return
+    try:
+        plan = compiled.plan
+    except NotImplementedError:  # chapter 6 not done: the interpreter runs it
+        return
+    if mode == "max-autotune":
+        from .autotune import tune_plan
+
+        tune_plan(plan)
+    try:
+        plan._generated = build_function(plan, dump)
+    except NotImplementedError:  # exercise 9.5 not done yet: chapter 6's loop
+        return
+    compiled.runner = generated_runner

@@ -1,0 +1,517 @@
+"""Chapter 9, exercises 9.3-9.4: a training step as one pure graph, written back once per call.
+
+A step function reads parameters (and optimizer state) and *changes* them:
+``backward`` sets ``.grad``, ``opt.step()`` assigns new values, momentum
+buffers are replaced. A graph cannot change anything: it maps inputs to
+outputs. So the step is *functionalised*: while tracing, every write is
+recorded as ``(target, node)`` instead of done; the graph returns the new
+values as extra outputs; after each run one loop writes them into the Python
+objects. Parameters, their gradients and optimizer buffers are graph inputs
+(fed from the objects on every call), never constants, so an update never
+forces a retrace.
+"""
+
+from __future__ import annotations
+
+import time
+import types
+import warnings
+
+import numpy as np
+
+from ..core import creation
+from ..core.errors import OpError  # noqa: F401  (what exercise 9.4 raises)
+from ..core.tensor import Tensor, is_grad_enabled
+from ..exercises import exercise
+from ..nn.module import Module, Parameter
+from ..nn.optim import Optimizer
+from ..tracing import guards
+from ..tracing.graph import Node, _unflatten
+from ..tracing.jit import _Binder, cache_key
+from ..tracing.tracer import GraphBreakError, Tracer, flatten_output
+from .backward import StepTrace
+
+
+@exercise("9.3")
+def step_outputs(
+    leaves: list[Node], updates: list[tuple[tuple, Node | None]]
+) -> tuple[list[Node], list[tuple[tuple, int | None]]]:
+    """The outputs of a functionalised step graph and where each write-back reads from.
+
+    ``leaves`` are the output nodes of what the step function returned.
+    ``updates`` are the writes it made while tracing, in order: ``(target,
+    node)`` with ``target = (kind, obj, key)`` (e.g. ``("data", param, None)``,
+    ``("grad", param, None)``, ``("item", state_dict, "velocity")``) and
+    ``node`` the new value (``None``: set to None, e.g. ``zero_grad``).
+
+    Return ``(outputs, writes)``:
+
+    * ``outputs`` starts with ``leaves`` (in order), followed by the nodes the
+      writes need that are not outputs yet, each node at most once among the
+      added ones;
+    * ``writes`` has one ``(target, index)`` per target: only its **last**
+      update counts (``backward`` twice, ``step`` twice); ``index`` is the
+      position of that node in ``outputs``, or ``None`` for a None update.
+      Two targets are the same when ``kind``, ``id(obj)`` and ``key`` agree
+      (tensors compare elementwise, so do not use ``==`` on them); keep the
+      targets in the order they were first written.
+
+    Example:
+        >>> outs, writes = step_outputs([loss], [(("grad", w, None), g1),
+        ...                                      (("grad", w, None), g2),
+        ...                                      (("data", w, None), w2)])
+        >>> outs == [loss, g2, w2], [i for _, i in writes]
+        (True, [1, 2])
+
+    Hint: a dict keyed by ``(kind, id(obj), key)`` keeps each target's last update
+    and (dicts keep insertion order) the order targets were first written.
+    """
+    raise NotImplementedError("Exercise 9.3: step_outputs")
+
+
+@exercise("9.4")
+def write_back(writes: list[tuple[tuple, int | None]], values: list[Tensor]) -> None:
+    """Apply one run's results: for each ``((kind, obj, key), index)`` of ``writes``.
+
+    ``value = values[index]`` (``None`` when ``index is None``); then by ``kind``:
+
+    * ``"data"``: a parameter's new values, ``obj._data = value._data`` (the same
+      Parameter object stays in the model; ``value`` is never None here);
+    * ``"grad"``: ``obj.grad = value`` (None allowed: ``zero_grad``);
+    * ``"item"``: optimizer state, ``obj[key] = value``.
+
+    Any other kind raises ``OpError("compile", ...)`` naming it.
+
+    Example:
+        >>> write_back([(("grad", w, None), 0), (("data", w, None), 1)], [g, w2])
+        >>> w.grad is g, w.numpy() == w2.numpy()
+    """
+    raise NotImplementedError("Exercise 9.4: write_back")
+
+
+# ---------------------------------------------------------------- finding the state
+
+
+def find_state(fn, values: list) -> tuple[list[Tensor], list[Optimizer]]:
+    """The parameters and optimizers a step function can reach.
+
+    Looked for in the globals its code names, its closure, its arguments and
+    ``self`` of a bound method or a module: every ``nn.Module`` (its
+    parameters), ``Optimizer`` (its parameters and state) and leaf tensor with
+    ``requires_grad``. Other tensors it reads are constants of the graph.
+    """
+    objs = list(values)
+    target = fn
+    if isinstance(fn, types.MethodType):
+        objs.append(fn.__self__)
+        target = fn.__func__
+    elif isinstance(fn, Module):
+        objs.append(fn)
+        target = type(fn).forward
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        g = target.__globals__
+        objs += [g[n] for n in sorted(guards._names(code)) if n in g]
+        for cell in target.__closure__ or ():
+            try:
+                objs.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                pass
+    params, seen, opts = [], set(), []
+
+    def add(p):
+        if id(p) not in seen:
+            seen.add(id(p))
+            params.append(p)
+
+    for o in objs:
+        if isinstance(o, Module):
+            for p in o.parameters():
+                add(p)
+        elif isinstance(o, Optimizer):
+            if all(o is not x for x in opts):
+                opts.append(o)
+            for _, p in o.named_params():
+                add(p)
+        elif isinstance(o, Tensor) and o.requires_grad and o.is_leaf:
+            add(o)
+    return params, opts
+
+
+def _is_counter(v) -> bool:
+    """An int in optimizer state (Adam's step count): a graph input, not a guarded value."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _opt_key(opt: Optimizer) -> tuple:
+    state = tuple(
+        (
+            name,
+            id(st),
+            tuple((k, "int" if _is_counter(v) else _value_key(v)) for k, v in st.items()),
+        )
+        for name, st in opt.state.items()
+    )
+    defaults = tuple((k, _value_key(v)) for k, v in sorted(opt.defaults.items()))
+    return (id(opt), type(opt), defaults, state)
+
+
+def _value_key(v):
+    if isinstance(v, Tensor):
+        return ("tensor", v.spec, v.requires_grad)
+    if v is None or isinstance(v, (bool, int, float, str, tuple)):
+        return guards.value_key(v)
+    return ("object", id(v))
+
+
+# ---------------------------------------------------------------- tracing one step
+
+
+class StepEntry:
+    """One traced step: the compiled graph, where its inputs come from, what it writes."""
+
+    def __init__(self, compiled, feeds, writes, tree, n_result, step_counts, py_writes):
+        self.compiled, self.feeds, self.writes = compiled, feeds, writes
+        self.py_writes = py_writes  # Python values of optimizer state
+        self.counters: list = []  # int counters written back (Adam's step count)
+        self.tree, self.n_result, self.step_counts = tree, n_result, step_counts
+
+    def run(self, values: list, params: list, opts: list):
+        outs = self.compiled.run(*self.gather(values, params, opts))
+        write_back(self.writes, outs)
+        for state, key in self.counters:  # a counter goes back to being a Python int
+            state[key] = int(round(float(state[key].numpy().flat[0])))
+        for k, d in self.step_counts:
+            opts[k].steps += d
+        for state, key, v in self.py_writes:
+            state[key] = v
+        return _unflatten(self.tree, outs[: self.n_result])
+
+    def gather(self, values: list, params: list, opts: list) -> list:
+        """The graph's inputs now: arguments, parameters, gradients, optimizer buffers."""
+        inputs = []
+        for kind, a, b, c in self.feeds:
+            if kind == "arg":
+                t = values[a]
+            elif kind == "param":
+                t = params[a]
+            elif kind == "grad":
+                t = params[a].grad
+            elif kind == "counter":
+                spec = self.compiled.specs[len(inputs)]
+                inputs.append(Tensor(np.full(spec.shape, opts[a].state[b][c], dtype=np.float64)))
+                continue
+            else:
+                t = opts[a].state[b][c]
+            # a plain view of the data: the compiled plan runs only without autograd inputs
+            inputs.append(Tensor._make(t._data, t.device) if t.requires_grad else t)
+        return inputs
+
+
+def _snapshot(params, opts):
+    grads = [(p, p.grad, p._data) for p in params]
+    states = [(o, {n: dict(s) for n, s in o.state.items()}, o.steps) for o in opts]
+    return grads, states
+
+
+def _restore(snap) -> None:
+    grads, states = snap
+    for p, g, d in grads:
+        p.grad, p._data = g, d
+    for o, st, steps in states:  # the same dict objects: write-backs target them
+        for name, d in o.state.items():
+            d.clear()
+            d.update(st.get(name, {}))
+        for name, d in st.items():
+            o.state.setdefault(name, dict(d))
+        o.steps = steps
+
+
+def trace_step(fn, binder, names, values, bound, params, opts, name, options, debug=False):
+    """Trace one call of a training step into a graph; ``None`` if it trains nothing."""
+    t0 = time.perf_counter()
+    slots = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
+    tracer = Tracer(name, fullgraph=True, why="a compiled training step")
+    external = {}
+    for k, p in enumerate(params):
+        external[id(p)] = (("param", k), f"p{k}", p)
+        if p.grad is not None:
+            external[id(p.grad)] = (("grad", k), f"p{k}_grad", p.grad)
+    snap = _snapshot(params, opts)
+    counters = []
+    for k, o in enumerate(opts):
+        shapes = {n: p.shape for n, p in o.named_params()}
+        for pname, st in o.state.items():
+            for key, v in st.items():
+                if isinstance(v, Tensor):
+                    external[id(v)] = (("state", k, pname, key), f"{key}_{pname}", v)
+                elif _is_counter(v) and pname in shapes:
+                    # traced as float64 values in the parameter's shape (the optimizer checks
+                    # its buffers' shapes), so that `beta ** t` is recorded, not baked in
+                    t = st[key] = Tensor(np.full(shapes[pname], v, dtype=np.float64))
+                    external[id(t)] = (("counter", k, pname, key), f"{key}_{pname}", t)
+                    counters.append((st, key))
+    tracer.set_external(external)
+    st = tracer.training = StepTrace(tracer)
+    rng = creation._rng[0]
+    rng_state = rng.bit_generator.state
+    old_assign = Parameter.assign_
+
+    def assign_(p, value):  # inside this trace: recorded; anywhere else: as before
+        return st.assign(p, value) if tracer.live else old_assign(p, value)
+
+    Parameter.assign_ = assign_
+    try:
+        with tracer:
+            call_values = list(values)
+            for i in slots:
+                p = tracer.input(values[i].spec, names[i].replace("[", "").replace("]", ""))
+                p.requires_grad = values[i].requires_grad
+                if p.requires_grad:
+                    st.grad_nodes.add(p.node)
+                    st.leaves[p.node] = values[i]
+                call_values[i] = p
+            result = binder.call(fn, call_values, bound)
+            leaves, tree = flatten_output(tracer, result)
+            trained = st.backward_calls or st.updates
+            if trained:
+                _collect_writes(st, params, opts, snap)
+    except BaseException:
+        _restore(snap)
+        raise
+    finally:
+        Parameter.assign_ = old_assign
+    if creation._rng[0] is not rng or rng.bit_generator.state != rng_state:
+        _restore(snap)
+        creation._rng[0] = rng
+        rng.bit_generator.state = rng_state  # eager draws them again, in the same order
+        raise GraphBreakError(
+            f"random numbers were drawn (rand/randn) while tracing {name}; a graph would "
+            "freeze them. Hint: pass random tensors in as arguments"
+        )
+    if not trained:
+        _restore(snap)
+        return None
+    outputs, writes = step_outputs(leaves, st.updates)
+    py_writes = _python_writes(opts, snap)
+    # the Python state goes back to how it was: the first run writes the real values
+    step_counts = [(k, o.steps - s) for k, (o, _, s) in enumerate(snap[1]) if o.steps != s]
+    _restore(snap)
+    graph = tracer.graph
+    graph.set_outputs(outputs)
+    where = {n: (("arg", i, None, None)) for n, i in zip(graph.inputs, slots)}
+    for node, path in tracer.state_inputs:
+        where[node] = (path + (None, None, None))[:4]
+    feeds = [where[n] for n in graph.inputs]
+    t1 = time.perf_counter()
+    compiled = graph.compile(debug=debug, options=options)
+    entry = StepEntry(compiled, feeds, writes, tree, len(leaves), step_counts, py_writes)
+    entry.counters = [
+        (state, key)
+        for state, key in counters
+        if any(t[0] == "item" and t[1] is state and t[2] == key for t, _ in writes)
+    ]
+    entry.times = {"trace": t1 - t0, "passes + lowering": time.perf_counter() - t1}
+    nodes, n = graph.nodes, len(graph.nodes)
+    b, u = st.marks.get("backward", n), st.marks.get("backward_end", n)
+
+    def ops(seq) -> int:
+        return sum(1 for x in seq if x.op not in ("input", "const"))
+
+    entry.phases = {
+        "forward": ops(nodes[:b]),
+        "backward": ops(nodes[b:u]),
+        "update": ops(nodes[u:]),
+    }
+    return entry
+
+
+def _python_writes(opts, snap) -> list:
+    """Optimizer state that is not a tensor and changed while tracing (set again per run)."""
+    out = []
+    for o, old, _ in snap[1]:
+        for name, state in o.state.items():
+            for key, v in state.items():
+                if isinstance(v, Tensor):
+                    continue
+                before = old.get(name, {}).get(key, _MISSING)
+                if before is _MISSING or _value_key(before) != _value_key(v):
+                    out.append((state, key, v))
+    return out
+
+
+_MISSING = object()
+
+
+def _collect_writes(st: StepTrace, params, opts, snap) -> None:
+    """The writes made by plain Python assignment (``.grad``, optimizer state): as updates."""
+    tracer = st.tracer
+    for p, old, _ in snap[0]:
+        if p.grad is not old:
+            node = None if p.grad is None else tracer.lift(p.grad)
+            st.updates.append((("grad", p, None), node))
+    for leaf in st.leaves.values():  # arguments with requires_grad get a .grad too, as in eager
+        if not isinstance(leaf, Parameter) and all(leaf is not p for p in params):
+            if leaf.grad is not None and hasattr(leaf.grad, "node"):
+                st.updates.append((("grad", leaf, None), tracer.lift(leaf.grad)))
+    for o in opts:
+        for state in o.state.values():
+            for key, v in state.items():
+                if isinstance(v, Tensor) and hasattr(v, "node"):
+                    st.updates.append((("item", state, key), tracer.lift(v)))
+                elif isinstance(v, Tensor) and id(v) not in tracer.external:
+                    # a tensor made while tracing (Adam's zeros): a constant of the graph
+                    st.updates.append((("item", state, key), tracer.lift(v)))
+
+
+class CompiledStep:
+    """``minitorch.compile(step)``: a function whose training step runs as one graph."""
+
+    def __init__(self, fn, options, fullgraph=False, debug=False, cache_limit=8):
+        self.fn, self.options, self.fullgraph = fn, options, fullgraph
+        self.debug, self.cache_limit = debug, cache_limit
+        self._binder = _Binder(fn)
+        self.entries: dict = {}
+        self.trace_count = 0
+        self.recompiles: list[str] = []
+        self.eager_reason: str | None = None
+        self._jit = None  # a step that trains nothing is plain jit's business
+        self.last: StepEntry | None = None
+
+    @property
+    def name(self) -> str:
+        return (getattr(self.fn, "__name__", None) or type(self.fn).__name__).replace(
+            "<lambda>", "lambda"
+        )
+
+    def _key(self, values, params, opts) -> tuple:
+        grads = tuple(v.requires_grad for v in values if isinstance(v, Tensor))
+        ps = tuple((id(p), p.spec, p.grad is None or p.grad.spec) for p in params)
+        return (
+            guards.by_bits(cache_key(tuple(values))),
+            grads,
+            is_grad_enabled(),
+            ps,
+            tuple(_opt_key(o) for o in opts),
+        )
+
+    def __call__(self, *args, **kwargs):
+        if self._jit is not None:
+            return self._jit(*args, **kwargs)
+        if self.eager_reason is not None:
+            return self.fn(*args, **kwargs)
+        names, values, bound = self._binder.flatten(args, kwargs)
+        params, opts = find_state(self.fn, values)
+        key = self._key(values, params, opts)
+        entry = self.entries.get(key)
+        if entry is None:
+            if self.trace_count >= self.cache_limit:
+                return self._give_up(
+                    f"traced {self.trace_count} times (the cache limit): the step's shapes or "
+                    "its optimizer's Python state change on every call (Adam's step count does)",
+                    args,
+                    kwargs,
+                )
+            if self.trace_count:
+                self.recompiles.append(self._why(key))
+            try:
+                entry = trace_step(
+                    self.fn,
+                    self._binder,
+                    names,
+                    values,
+                    bound,
+                    params,
+                    opts,
+                    self.name,
+                    self.options,
+                    self.debug,
+                )
+            except GraphBreakError as e:
+                if self.fullgraph:
+                    raise
+                return self._give_up(str(e), args, kwargs)
+            self.trace_count += 1
+            if entry is None:  # no backward, no update: an inference function
+                from ..tracing.jit import jit
+
+                self._jit = jit(self.fn, fullgraph=self.fullgraph, options=self.options)
+                return self._jit(*args, **kwargs)
+            self.entries[key] = entry
+            self._last_key = key
+            t0 = time.perf_counter()
+            out = entry.run(values, params, opts)
+            entry.times["first run"] = time.perf_counter() - t0
+            self.last = entry
+            return out
+        self.last = entry
+        return entry.run(values, params, opts)
+
+    _PARTS = ("the arguments", "requires_grad of an argument", "grad mode",
+              "a parameter or its .grad", "the optimizer state")  # fmt: skip
+
+    def _why(self, key) -> str:
+        old = getattr(self, "_last_key", None)
+        if old is None:
+            return "a new signature"
+        changed = [p for p, a, b in zip(self._PARTS, old, key) if a != b]
+        return " and ".join(changed) + " changed" if changed else "a new signature"
+
+    def explain_call(self, *args, **kwargs):
+        """``minitorch.explain(compiled_step)(*args)``: run one step and describe what ran."""
+        self.last = None
+        out = self(*args, **kwargs)
+        report = StepReport(self, self.last, out)
+        print(report)
+        return report
+
+    def _give_up(self, reason, args, kwargs):
+        self.eager_reason = reason
+        warnings.warn(
+            f"compile({self.name}): runs eagerly from now on: {reason}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<compiled step {self.name}: {len(self.entries)} graph(s), {self.options}>"
+
+
+class StepReport:
+    """What ``explain`` says about a compiled step: mode, graph, phases, writes, stage times."""
+
+    def __init__(self, step: CompiledStep, entry: StepEntry | None, out):
+        self.step, self.entry, self.out = step, entry, out
+
+    def __str__(self) -> str:
+        s, e = self.step, self.entry
+        lines = [f"compile({s.name}): mode {s.options.mode} [{s.options}]"]
+        if s._jit is not None:
+            return lines[0] + "\n  trains nothing: a jit function (see minitorch.explain(fn))"
+        if s.eager_reason:
+            return lines[0] + f"\n  runs eagerly: {s.eager_reason}"
+        lines.append(f"  graphs: {len(s.entries)} (traced {s.trace_count} times)")
+        if e is None:
+            return "\n".join(lines)
+        c = e.compiled
+        lines.append(
+            f"  step graph: {len(c.traced.ops)} ops traced "
+            + ", ".join(f"{k} {v}" for k, v in e.phases.items())
+            + f"; {len(c.graph.ops)} after passes; runner {getattr(c.runner, '__name__', '?')}"
+        )
+        kinds: dict[str, int] = {}
+        for (kind, _, _), _i in e.writes:
+            kinds[kind] = kinds.get(kind, 0) + 1
+        names = {"data": "parameters", "grad": "gradients", "item": "optimizer buffers"}
+        lines.append(
+            "  written back per call: "
+            + ", ".join(f"{v} {names.get(k, k)}" for k, v in kinds.items())
+        )
+        lines.append(
+            "  time per stage: "
+            + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in getattr(e, "times", {}).items())
+        )
+        if s.recompiles:
+            lines.append("  retraced: " + "; ".join(s.recompiles))
+        return "\n".join(lines)
