@@ -11,11 +11,18 @@ dumped as ``runner.py`` next to the plan) so that it can be read.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Callable
 
+import numpy as np
+
 from ..exercises import exercise
+from ..memory import ArenaRunner
+from ..memory.planner import is_view
 from ..passes.plan import Plan
+from ..tensor.data import TensorData
+from ..tensor.indexing import strides_from_shape
 
 
 @exercise("9.5")
@@ -46,12 +53,18 @@ def plan_source(plan: Plan) -> str:
     raise NotImplementedError("Exercise 9.5: plan_source")
 
 
-def build_function(plan: Plan, dump: str | None = None) -> Callable[[list], list]:
-    """Compile :func:`plan_source` with the plan's kernels, specs and constants as globals."""
+def build_function(plan: Plan, dump: str | None = None, kernels=None) -> Callable[[list], list]:
+    """Compile :func:`plan_source` with the plan's kernels, specs and constants as globals.
+
+    ``kernels`` replaces the steps' kernels (chapter 8: the same kernels bound to
+    their places in an arena).
+    """
     source = plan_source(plan)
     env: dict = {}
     for i, st in enumerate(plan.steps):
         env[f"k{i}"], env[f"o{i}"], env[f"a{i}"] = st.kernel, st.spec, st.attrs
+        if kernels is not None:
+            env[f"k{i}"] = kernels[i]
     for slot, tensor in plan.consts:
         env[f"c{slot}"] = tensor
     name = f"<minitorch plan {id(plan):x}>"
@@ -74,6 +87,57 @@ def generated_runner(plan: Plan, inputs: list) -> list:
     return fn(inputs)
 
 
+class GeneratedArenaRunner(ArenaRunner):
+    """The generated function running inside chapter 8's arena, kept between calls.
+
+    Each kernel is bound once to its place in the arena (``dest=``), so the
+    generated lines stay ``s4 = k0(s0, s1, out=o0)``; outputs are copied out of the
+    arena, as :class:`~minitorch.memory.ArenaRunner` does.
+    """
+
+    __name__ = "generated_runner"  # what explain prints: the generated function runs
+
+    def __init__(self, inplace: bool, dump: str | None = None):
+        super().__init__(inplace=inplace, keep=True)
+        self.dump, self._fn, self._bound_to = dump, None, None
+
+    def __call__(self, plan: Plan, inputs: list) -> list:
+        try:
+            mp, owner = self._prepare(plan)
+            dests = self._views(plan, mp, owner)
+        except NotImplementedError as e:
+            if "Exercise 8." not in str(e):
+                raise
+            return generated_runner(plan, inputs)  # chapter 8 not done: no arena
+        if self._fn is None or self._bound_to is not dests:
+            kernels = [_bind(st, d) for st, d in zip(plan.steps, dests)]
+            self._fn, self._bound_to = build_function(plan, self.dump, kernels), dests
+            plan._generated = self._fn
+        outs, extra = self._fn(inputs), 0
+        for k, d in enumerate(outs):  # the caller keeps outputs; the next call reuses the arena
+            if d.storage.size and np.may_share_memory(d.storage, self.arena):
+                outs[k] = TensorData.from_numpy(d.as_numpy_view())
+                extra += outs[k].storage.nbytes
+        self.peak_bytes = mp.arena_bytes + extra
+        return outs
+
+
+def _bind(st, dest):
+    """``st.kernel`` writing its result into ``dest`` (its place in the arena), or as is."""
+    if dest is None or is_view(st):
+        return st.kernel
+    if getattr(st.kernel, "writes_into", False):
+        return functools.partial(st.kernel, dest=dest)
+    kernel, shape = st.kernel, st.spec.shape
+    strides = tuple(strides_from_shape(shape))
+
+    def copy_into(*args, **kw):  # a kernel that allocates: its result is copied into place
+        np.copyto(dest.reshape(shape), kernel(*args, **kw).as_numpy_view(), casting="unsafe")
+        return TensorData(dest, shape, strides, 0)
+
+    return copy_into
+
+
 def install(compiled, dump: str | None = None) -> None:
     """Choose the runner of ``compiled`` (a ``CompiledPlan``) from its options' mode."""
     mode = compiled.options.mode
@@ -89,6 +153,9 @@ def install(compiled, dump: str | None = None) -> None:
         tune_plan(plan)
     try:
         plan._generated = build_function(plan, dump)
-    except NotImplementedError:  # exercise 9.5 not done yet: chapter 6's loop
+    except NotImplementedError:  # exercise 9.5 not done yet: chapter 6's loop (or the arena's)
         return
-    compiled.runner = generated_runner
+    if isinstance(compiled.runner, ArenaRunner):  # options.memory: keep the arena (chapter 8)
+        compiled.runner = GeneratedArenaRunner(compiled.options.inplace, dump)
+    else:
+        compiled.runner = generated_runner
