@@ -103,6 +103,10 @@ class Generated:
         self.name = node.attrs.get("name", "fused")
         self._fns: dict[tuple, SimpleNamespace] = {}
         self.sources: dict[tuple, str] = {}
+        # (shape, strides) of every input -> kernel and stride arrays: a training step
+        # calls with the same layouts every time, and for small tensors preparing the
+        # arguments cost more than the loop itself
+        self._args: dict[tuple, tuple] = {}
 
     def functions(self, layouts: tuple, make_sources: Callable[[str], str]):
         fns = self._fns.get(layouts)
@@ -182,12 +186,19 @@ class ElementwiseKernel(Generated):
         shape, size = self.shape, self.node.spec.size
         out = dest if dest is not None else np.empty(size, self.dtype)
         if size:
-            layouts = tuple(layout_of(d, shape) for d in datas)
-            fns = self.functions(layouts, lambda w: self.source(layouts, w))
-            args = [out, np.array(shape, dtype=np.int64)]
-            for d in datas:
-                st = loop_strides(d.shape, d.strides, shape)
-                args += [d.storage, d.offset, np.array(st, dtype=np.int64)]
+            key = tuple((d.shape, d.strides) for d in datas)
+            prep = self._args.get(key)
+            if prep is None:
+                layouts = tuple(layout_of(d, shape) for d in datas)
+                fns = self.functions(layouts, lambda w: self.source(layouts, w))
+                strides = [
+                    np.array(loop_strides(d.shape, d.strides, shape), dtype=np.int64) for d in datas
+                ]
+                prep = self._args[key] = (fns, np.array(shape, dtype=np.int64), strides)
+            fns, shape_arr, strides = prep
+            args = [out, shape_arr]
+            for d, st in zip(datas, strides):
+                args += [d.storage, d.offset, st]
             self.call(fns, size >= PARALLEL_MIN, *args)
         return TensorData(out, shape, tuple(strides_from_shape(shape)), 0)
 
@@ -263,6 +274,21 @@ class ReduceKernel(Generated):
             )
         )
 
+    def _prepare(self, leaves: list) -> tuple:
+        """The kernel, the loop sizes and every leaf's strides in loop order."""
+        spec = self.node.spec
+        fns = self.functions(("reduce",), self.source)
+        strides = []
+        for d in leaves[: len(self.x)]:
+            st = loop_strides(d.shape, d.strides, self.full)
+            strides.append(np.array([st[a] for a in self.perm], dtype=np.int64))
+        for d in leaves[len(self.x) :]:
+            st = loop_strides(d.shape, d.strides, spec.shape)
+            if self.keepdims:
+                st = tuple(st[a] for a in self.keep)
+            strides.append(np.array(st, dtype=np.int64))
+        return fns, np.array([self.full[a] for a in self.perm], dtype=np.int64), strides
+
     def __call__(self, *inputs, out, dest=None, **attrs):
         datas = dict(
             zip(self.leaves, list(inputs) + [c.value._data for c in _big_consts(self.sub)])
@@ -270,18 +296,15 @@ class ReduceKernel(Generated):
         spec = self.node.spec
         res = dest if dest is not None else np.empty(spec.size, spec.dtype)
         if spec.size:
-            fns = self.functions(("reduce",), self.source)
-            args = [res, np.array([self.full[a] for a in self.perm], dtype=np.int64)]
-            for n in self.x:
-                d = datas[n]
-                st = loop_strides(d.shape, d.strides, self.full)
-                args += [d.storage, d.offset, np.array([st[a] for a in self.perm], dtype=np.int64)]
-            for n in self.y:
-                d = datas[n]
-                st = loop_strides(d.shape, d.strides, spec.shape)
-                if self.keepdims:
-                    st = tuple(st[a] for a in self.keep)
-                args += [d.storage, d.offset, np.array(st, dtype=np.int64)]
+            leaves = [datas[n] for n in self.x + self.y]
+            key = tuple((d.shape, d.strides) for d in leaves)
+            prep = self._args.get(key)
+            if prep is None:
+                prep = self._args[key] = self._prepare(leaves)
+            fns, sizes, strides = prep
+            args = [res, sizes]
+            for d, st in zip(leaves, strides):
+                args += [d.storage, d.offset, st]
             work = int(np.prod(self.full)) if self.keep else 0  # no kept axis: one thread
             self.call(fns, work >= PARALLEL_MIN, *args)
         return TensorData(res, spec.shape, tuple(strides_from_shape(spec.shape)), 0)

@@ -165,14 +165,14 @@ def new_arena(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
 class ArenaRunner:
     """``CompiledPlan.runner`` for ``options.memory``: run a plan inside one planned arena.
 
-    Outputs never alias the arena: an output living there is copied out at the end
-    (a few bytes for a loss or logits), so the caller may keep it while the next
-    call reuses the arena.
+    Outputs never alias the arena: their kernels allocate them, and an output that
+    is a view into the arena is copied out at the end, so the caller may keep it
+    while the next call reuses the arena.
     """
 
     def __init__(self, inplace: bool = True, keep: bool = False):
         self.inplace, self.keep = inplace, keep
-        self._key = self._prepared = None
+        self._key = self._prepared = self._layout = None
         self.arena = None  # kept between calls when ``keep``
         self.allocations = 0  # arenas allocated so far (stays 1 with ``keep``)
         self.peak_bytes = 0  # last call: arena + results made outside it + outputs copied out
@@ -189,20 +189,34 @@ class ArenaRunner:
         return self._prepared
 
     def _views(self, plan, mp, owner) -> list:
-        if self.arena is None or not self.keep:
-            arena = new_arena(mp.arena_bytes, mp.alignment)
-            views = bind_views(arena, mp.buffers)
-            self.arena = arena
-            self.allocations += 1
-            dests = []
-            for st in plan.steps:
-                b = owner.get(st.out)
-                if b is None or is_view(st):  # a view's kernel makes its own view
-                    dests.append(None)
-                else:  # its own buffer, or one it writes over in place
-                    dests.append(_typed(views[b.slot], st))
-            self._dests = dests
-        return self._dests
+        if self.arena is not None and self.keep:
+            return self._dests
+        arena = new_arena(mp.arena_bytes, mp.alignment)
+        self.arena = arena
+        self.allocations += 1
+        if self._layout is not None and self._layout[0] is self._prepared:
+            # the same plan again: re-slice the new arena where bind_views put each dest
+            self._dests = [
+                None if e is None else arena[e[0] : e[0] + e[1]].view(e[2]) for e in self._layout[1]
+            ]
+            return self._dests
+        views = bind_views(arena, mp.buffers)
+        dests, outputs, layout = [], set(plan.outputs), []
+        for st in plan.steps:
+            b = owner.get(st.out)
+            # a view's kernel makes its own view; an output is made outside the
+            # arena, since the caller keeps it (a training step returns every
+            # parameter: copying them out would cost more than the arena saves)
+            if b is None or is_view(st) or st.out in outputs:
+                dests.append(None)
+                layout.append(None)
+            else:  # its own buffer, or one it writes over in place
+                d = _typed(views[b.slot], st)
+                dests.append(d)
+                start = d.__array_interface__["data"][0] - arena.__array_interface__["data"][0]
+                layout.append((start, d.nbytes, d.dtype))
+        self._dests, self._layout = dests, (self._prepared, layout)
+        return dests
 
     def __call__(self, plan, inputs: list) -> list:
         try:

@@ -35,7 +35,7 @@ def _mlp_steps(mode):
     return eager, compiled, x, y
 
 
-@benchmark("9.4", points=2, metric="speedup", bands=[(2.5, 1.0), (1.5, 0.5)])
+@benchmark("9.4", points=2, metric="speedup", bands=[(1.5, 1.0), (1.2, 0.5)])  # the issue: 1.5x
 def bench_compiled_mlp_training_step(report):
     eager, compiled, x, y = _mlp_steps("default")
     r, t_eager, t_compiled = ratio(lambda: eager(x, y), lambda: compiled(x, y), pairs=60)
