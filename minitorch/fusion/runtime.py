@@ -21,9 +21,7 @@ from typing import Callable
 import numba
 import numpy as np
 
-from ..backends import base as backends
 from ..core.registry import OpKind, get_op
-from ..core.tensor import Tensor
 from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
 from ..tracing.graph import Node
@@ -359,16 +357,19 @@ def numpy_kernel(node: Node, reason: str) -> Callable:
 
     Still better than unfused: a temporary that dies at the next op is that
     op's ``out=``, so a chain of N ops allocates (and page-faults in) one
-    array instead of N. Ops without a numpy function go through ``dispatch``.
+    array instead of N. Other ops (reductions, ``detach``...) run with the kernel the
+    unfused plan would give them.
     """
     from ..core.ops import NUMPY_FUNCS
-    from ..tracing.interpreter import run_node
+    from ..passes.plan import kernel_for
 
-    sub, device, spec = _sub(node), node.spec.device, node.spec
-    steps = []
+    sub, spec = _sub(node), node.spec
+    steps, kernels = [], {}
     for n in sub.ops:
         fn = NUMPY_FUNCS.get(n.op)
         ufunc = fn if isinstance(fn, np.ufunc) and get_op(n.op).kind != OpKind.REDUCE else None
+        if ufunc is None:
+            kernels[n] = kernel_for("numpy")(n)
         # an input buffer this op may overwrite: a temporary used by this op alone
         reuse = [
             k
@@ -386,9 +387,8 @@ def numpy_kernel(node: Node, reason: str) -> Callable:
         for n, ufunc, reuse in steps:
             args = [env[i] for i in n.inputs]
             if ufunc is None:
-                with backends.use_backend("numpy"):
-                    t = [Tensor._make(TensorData.from_numpy(np.asarray(a)), device) for a in args]
-                    env[n] = run_node(n, t).numpy()
+                datas = [TensorData.from_numpy(np.asarray(a)) for a in args]
+                env[n] = kernels[n](*datas, out=n.spec, **n.attrs).as_numpy_view()
                 continue
             target = dest.reshape(spec.shape) if n is last and dest is not None else None
             for k in reuse if target is None else ():

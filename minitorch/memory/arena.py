@@ -192,15 +192,15 @@ class ArenaRunner:
         if self.arena is not None and self.keep:
             return self._dests
         arena = new_arena(mp.arena_bytes, mp.alignment)
-        self.arena = arena
-        self.allocations += 1
         if self._layout is not None and self._layout[0] is self._prepared:
             # the same plan again: re-slice the new arena where bind_views put each dest
             self._dests = [
                 None if e is None else arena[e[0] : e[0] + e[1]].view(e[2]) for e in self._layout[1]
             ]
+            self.arena, self.allocations = arena, self.allocations + 1
             return self._dests
         views = bind_views(arena, mp.buffers)
+        self.arena, self.allocations = arena, self.allocations + 1
         dests, outputs, layout = [], set(plan.outputs), []
         for st in plan.steps:
             b = owner.get(st.out)
@@ -238,7 +238,8 @@ class ArenaRunner:
             args = [slots[a] for a in st.args]
             if dest is None:
                 r = slots[st.out] = st.kernel(*args, out=st.spec, **st.attrs)
-                if not any(np.may_share_memory(r.storage, a.storage) for a in args):
+                rs = r.storage  # a view keeps its base's storage: the identity test is enough
+                if not any(rs is a.storage or np.may_share_memory(rs, a.storage) for a in args):
                     extra += r.storage.nbytes  # a view that had to copy: outside the arena
             elif getattr(st.kernel, "writes_into", False):
                 slots[st.out] = st.kernel(*args, out=st.spec, dest=dest, **st.attrs)
