@@ -399,7 +399,7 @@ def numpy_kernel(node: Node, reason: str) -> Callable:
             if target is not None:
                 env[n] = ufunc(*args, out=target)
             else:
-                r = ufunc(*args)
+                r = np.asarray(ufunc(*args))  # 0-d inputs give a numpy scalar: keep an array
                 env[n] = r if r.dtype == n.spec.dtype else r.astype(n.spec.dtype)
                 temps.add(id(env[n]))
         r = np.asarray(env[last])

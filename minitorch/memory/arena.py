@@ -126,7 +126,7 @@ def plan_memory(plan, inplace: bool = True, alignment: int = ALIGNMENT) -> Memor
     bad = check_assignment(buffers, alignment)
     if bad:
         raise OpError("memory", f"the planned arena overlaps live buffers: {bad[:5]}")
-    planned = {s for b in buffers for s in b.slots}
+    planned = {s for b in buffers for s in b.slots} - set(plan.outputs)  # outputs: made outside
     copied = [
         st.out
         for st in plan.steps
