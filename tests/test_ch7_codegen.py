@@ -18,6 +18,7 @@ from minitorch.fusion import exprs, runtime
 from minitorch.passes import CompileOptions
 
 FUSE = CompileOptions(fuse=True)
+FAST = CompileOptions(fuse=True, fast_math=True)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -109,6 +110,9 @@ def test_cost_model_keeps_libm_ops_on_numpy_and_says_why(capsys):
     mt.explain(mt.jit(f, options=FUSE))(x)
     text = capsys.readouterr().out
     assert "cost model" in text and "exp" in text, text
+    g = lambda x: (x.exp() * 0.5 + 1.0).log() + x  # noqa: E731  fast_math: exp vectorises, log not
+    mt.explain(mt.jit(g, options=FAST))(x)
+    assert "cost model: log" in capsys.readouterr().out
     np.testing.assert_allclose(
         mt.jit(f, options=FUSE)(x).numpy(), f(x).numpy(), rtol=1e-6, atol=1e-6
     )
@@ -175,3 +179,59 @@ def test_views_of_inputs_fold_into_strides_and_mid_chain_views_refuse():
         node = next(n for n in jf.trace(x, b).compile(options=FUSE).graph.nodes if n.op == "fused")
         runtime.make_kernel(node)
         assert how in runtime.DECISIONS[id(node)][1], runtime.DECISIONS[id(node)]
+
+
+def test_vectorised_exp_tanh_sigmoid_match_float64_within_a_few_ulp():
+    from numba import njit
+
+    from minitorch.fusion import vecmath
+
+    @njit
+    def apply(a, out, which):
+        for i in range(a.size):
+            x = a[i]
+            out[i] = (
+                vecmath.vexp(x)
+                if which == 0
+                else vecmath.vtanh(x)
+                if which == 1
+                else vecmath.vsigmoid(x)
+            )
+
+    rng = np.random.default_rng(0)
+    edge = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 88.7, 88.8, -87.5, -100.0, -104.0]
+    a = np.concatenate([edge, rng.uniform(-110, 90, 20000), rng.uniform(-1, 1, 20000)])
+    a = a.astype(np.float32)
+    exact = {
+        0: np.exp(a.astype(np.float64)),
+        1: np.tanh(a.astype(np.float64)),
+        2: 1 / (1 + np.exp(-a.astype(np.float64))),
+    }
+    for which, want64 in exact.items():
+        got = np.empty_like(a)
+        apply(a, got, which)
+        with np.errstate(over="ignore", under="ignore"):
+            want = want64.astype(np.float32)  # inf above float32's range, subnormals below
+        same = np.isnan(got) == np.isnan(want)
+        assert same.all(), a[~same]
+        inf = np.isinf(want)
+        assert np.array_equal(got[inf], want[inf]), a[inf]
+        ok = np.isfinite(want)
+        # relative error, and absolute below float32's smallest normal (subnormal results)
+        err = np.abs(got[ok].astype(np.float64) - want[ok])
+        bad = err > 5e-7 * np.abs(want[ok]) + np.finfo(np.float32).tiny
+        assert not bad.any(), (which, a[ok][bad][:5], got[ok][bad][:5], want[ok][bad][:5])
+        assert np.array_equal(np.signbit(got[a == 0]), np.signbit(want[a == 0])) or which != 1
+
+
+def test_fast_math_generates_float32_exp_tanh_groups_and_float64_stay_on_numpy():
+    def f(x):
+        return (x.exp() * 0.5).tanh() + x.sigmoid()
+
+    for dtype, how in ((np.float32, "generated"), (np.float64, "cost model")):
+        x = mt.tensor(np.linspace(-5, 5, 101).astype(dtype))
+        jf = mt.jit(f, options=FAST)
+        np.testing.assert_allclose(jf(x).numpy(), f(x).numpy(), rtol=2e-6, atol=1e-7)
+        node = next(n for n in jf.trace(x).compile(options=FAST).graph.nodes if n.op == "fused")
+        runtime.make_kernel(node)
+        assert how in runtime.DECISIONS[id(node)][1]

@@ -8,7 +8,8 @@ calls it with the sizes, offsets and strides as arguments. Groups the code
 generator should not take run op by op on numpy, with the reason recorded:
 
 * the cost model: an op Numba computes with a scalar libm call (``exp``,
-  ``tanh``...) is slower fused than numpy's vectorised ufunc (measured in the book);
+  ``tanh``...) is slower fused than numpy's vectorised ufunc (measured in the book),
+  unless ``CompileOptions(fast_math=True)`` lets float32 groups use :mod:`.vecmath`;
 * a structure the generator does not handle (a view inside, two reductions).
 """
 
@@ -25,7 +26,7 @@ from ..core.registry import OpKind, get_op
 from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
 from ..tracing.graph import Node
-from . import cache
+from . import cache, vecmath
 from .codegen import (
     Loop,
     ReduceLoop,
@@ -84,9 +85,21 @@ def layout_of(d: TensorData, out_shape: tuple) -> str:
     return "strided"
 
 
-def module_source(name: str, key: str, sub, sources: list[str]) -> str:
+def module_source(name: str, key: str, sub, sources: list[str], vector: bool = False) -> str:
+    """The generated module: header, each called op bound as ``_f_<op>``, the kernels.
+
+    With ``vector``, ``exp``/``tanh``/``sigmoid`` are bound to :mod:`.vecmath`'s
+    vectorisable float32 versions instead of the scalar libm ones.
+    """
     lines = [_HEADER.format(name=name, key=key)]
-    lines += [f'_f_{op} = scalar_fn("{op}")' for op in calls(sub)]
+    for op in calls(sub):
+        if vector and op in vecmath.VECTORISED:
+            fn = vecmath.VECTORISED[op]
+            lines.append(
+                f"from minitorch.fusion.vecmath import {fn} as _f_{op}  # v{vecmath.VERSION}"
+            )
+        else:
+            lines.append(f'_f_{op} = scalar_fn("{op}")')
     for src, parallel in zip(sources, (False, True)):
         flags = "parallel=True, " if parallel else ""
         lines.append(f'\n@njit({flags}cache=True, error_model="numpy")\n{src}')
@@ -98,6 +111,8 @@ class Generated:
 
     def __init__(self, node: Node):
         self.node, self.sub = node, _sub(node)
+        # CompileOptions(fast_math=True): float32 exp/tanh/sigmoid from vecmath, not libm
+        self.vector_math = node.attrs.get("fast_math", False) and vecmath.usable(self.sub)
         self.name = node.attrs.get("name", "fused")
         self._fns: dict[tuple, SimpleNamespace] = {}
         self.sources: dict[tuple, str] = {}
@@ -111,7 +126,11 @@ class Generated:
         if fns is None:
             key = structure_key(self.sub, list(layouts))
             src = module_source(
-                self.name, key, self.sub, [make_sources("serial"), make_sources("parallel")]
+                self.name,
+                key,
+                self.sub,
+                [make_sources("serial"), make_sources("parallel")],
+                self.vector_math,
             )
             self.sources[layouts] = src
             module = cache.load(key, src)
@@ -435,7 +454,10 @@ def make_kernel(node: Node, backend: str | None = None) -> Callable:
     """The plan kernel of fused ``node`` on a CPU backend (advertises ``writes_into``)."""
     name = node.attrs.get("name", "fused")
     kind = node.attrs.get("kind", "elementwise")
-    slow = sorted({n.op for n in _sub(node).ops} & TRANSCENDENTAL)
+    sub = _sub(node)
+    slow = sorted({n.op for n in sub.ops} & TRANSCENDENTAL)
+    if node.attrs.get("fast_math") and vecmath.usable(sub):  # vecmath.py: exp, tanh, sigmoid
+        slow = [op for op in slow if op not in vecmath.VECTORISED]
     if slow:
         reason = f"cost model: {', '.join(slow)} in Numba is a scalar libm call, numpy's is SIMD"
         DECISIONS[id(node)] = [node, f"numpy ({reason})", []]

@@ -19,9 +19,10 @@ class CompileOptions:
     mode: str = "default"  # chapter 9: "default" | "reduce-overhead" | "max-autotune"
     parallel: bool = False  # chapter 9: run independent steps on a thread pool
     dynamic: bool = False  # chapter 9: a retrace caused only by a dim's size makes it dynamic
+    fast_math: bool = False  # chapter 7: SIMD float32 exp/tanh/sigmoid, within 2 ulp, not bitwise
 
     def __str__(self) -> str:
-        on = [k for k in ("fuse", "memory", "parallel", "dynamic") if getattr(self, k)]
+        on = [k for k in ("fuse", "memory", "parallel", "dynamic", "fast_math") if getattr(self, k)]
         return f"{self.mode}({', '.join(on) or 'passes only'})"
 
 

@@ -400,6 +400,9 @@ def compile_graph(graph: Graph, backend=None, passes=None, debug=False, options=
         from ..fusion import fuse_stage
 
         fusion = fuse_stage(work, debug=debug, dump=dump, number=len(stats) + 1)
+        for n in work.nodes if options.fast_math else ():  # the code generator reads it
+            if n.op == "fused":
+                n.attrs["fast_math"] = True
     compiled = CompiledPlan(graph, work, backend, stats, options)
     compiled.fusion = fusion  # a FusionReport (groups, refusals) or None
     # chapters 8 and 9: memory planning and the runner are chosen here from ``options``
