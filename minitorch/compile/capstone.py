@@ -147,7 +147,7 @@ def digits_table(epochs_mlp=15, epochs_cnn=20, mode="default") -> list[Row]:
             lambda: DigitsCNN((8, 16), 32, seed=0),
             cnn_loss,
             epochs_cnn,
-            0.05,
+            0.1,  # 0.05 stopped at 96.9% after 20 epochs (and 30)
             mode,
         ),
     ]
