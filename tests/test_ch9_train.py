@@ -239,3 +239,15 @@ def test_random_numbers_in_the_step_run_eagerly_with_the_same_draws():
 
     (el, _), (cl, f) = run(False), run(True)
     assert el == cl and "random" in f.eager_reason
+
+
+def test_capstone_row_trains_both_ways_alike_and_measures_everything():
+    from minitorch.compile.capstone import curves_agree, table_text, train_row
+    from minitorch.nn import functional as F
+    from minitorch.nn.train import mlp
+
+    row = train_row("MLP", lambda: mlp([64, 16, 10], seed=0), F.cross_entropy, 1, 0.1, "default")
+    assert curves_agree(row) and row.eager_losses == pytest.approx(row.compiled_losses, rel=1e-5)
+    assert row.eager_acc == row.compiled_acc > 0.5
+    assert min(row.eager_ms, row.compiled_ms, row.eager_peak_kib, row.compiled_peak_kib) > 0
+    assert "MLP" in table_text([row])
