@@ -94,10 +94,11 @@ class MemoryPlan:
 def _merge_inplace(plan, buffers) -> list:
     """Let elementwise steps write over an argument that dies there (exercise 8.6 decides)."""
     owner = {s: b for b in buffers for s in b.slots + b.views}
+    outputs = set(plan.outputs)
     merged = []
     for i, st in enumerate(plan.steps):
         mine = owner.get(st.out)
-        if mine is None or mine.slot != st.out:
+        if mine is None or mine.slot != st.out or st.out in outputs:  # outputs: outside
             continue
         src = inplace_source(plan, i, owner)
         if src is None:
@@ -119,6 +120,11 @@ def plan_memory(plan, inplace: bool = True, alignment: int = ALIGNMENT) -> Memor
     merged = []
     if inplace:
         merged, buffers = _merge_inplace(plan, buffers)
+    # An output is made outside the arena (the caller keeps it, and a training step
+    # returns every parameter): it takes no place there. A view of a buffer that is
+    # returned keeps that buffer, and is copied out at the end.
+    outputs = set(plan.outputs)
+    buffers = [b for b in buffers if b.slot not in outputs]
     bound = lower_bound(buffers, alignment)
     ff = first_fit([copy.copy(b) for b in buffers], alignment)
     nr = no_reuse([copy.copy(b) for b in buffers], alignment)
@@ -126,7 +132,7 @@ def plan_memory(plan, inplace: bool = True, alignment: int = ALIGNMENT) -> Memor
     bad = check_assignment(buffers, alignment)
     if bad:
         raise OpError("memory", f"the planned arena overlaps live buffers: {bad[:5]}")
-    planned = {s for b in buffers for s in b.slots} - set(plan.outputs)  # outputs: made outside
+    planned = {s for b in buffers for s in b.slots}
     copied = [
         st.out
         for st in plan.steps

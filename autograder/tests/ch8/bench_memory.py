@@ -80,11 +80,13 @@ def bench_planning_cost_is_n_log_n(report):
     # scored on this single call instead of on several rounds of it.
     clock = time.process_time
     probe = []
-    for bs in (small, small, large):
+    for name, bs in (("n1000", small), ("n1000", small), ("n8000", large)):
         t0 = clock()
-        greedy_by_size(bs)
+        size = greedy_by_size(bs)
         probe.append(clock() - t0)
-    if probe[2] > 40 * max(probe[1], 1e-4):
+        verify(name, size)
+    # seconds at 8000 (not a hiccup of a fast planner): score the probe alone
+    if probe[2] > 40 * max(probe[1], 1e-4) and probe[2] > 0.5:
         report(cost_ratio_8000_vs_1000=probe[2] / max(probe[1], 1e-4), probe_only=1)
         return
     t = compare(
