@@ -193,9 +193,11 @@ def test_measure_peaks_on_a_chain():
 
 def test_explain_shows_arena_against_bound(capsys):
     x, w = minitorch.randn(4, 8), minitorch.randn(8, 8)
-    out = minitorch.explain(_chain)(x, w)
+    out = minitorch.explain(_chain, options=minitorch.CompileOptions(memory=True))(x, w)
     assert any("lower bound" in line for line in out.stage_lines)
     assert "Memory:" in capsys.readouterr().out
+    minitorch.explain(_chain)(x, w)  # without planning: what it would give, said so
+    assert "Memory (not planned" in capsys.readouterr().out
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)

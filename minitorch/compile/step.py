@@ -514,4 +514,10 @@ class StepReport:
         )
         if s.recompiles:
             lines.append("  retraced: " + "; ".join(s.recompiles))
+        fusion = getattr(c, "fusion", None)  # chapter 7
+        if fusion is not None:
+            lines += [f"  {line}" for line in fusion.lines()[:1]]
+        from ..tracing.jit import EXPLAIN_HOOKS  # chapter 8: the arena
+
+        lines += [f"  {line}" for hook in EXPLAIN_HOOKS for line in hook(c)]
         return "\n".join(lines)

@@ -17,7 +17,9 @@ def explain_lines(compiled) -> list:
         mp = compiled.memory_plan()
     except (NotImplementedError, AttributeError):  # not lowered, or chapter 6/8 not done
         return []
-    return ["Memory:", f"  {mp.summary()}"]
+    if isinstance(compiled.runner, ArenaRunner):
+        return ["Memory:", f"  {mp.summary()}"]
+    return ["Memory (not planned; CompileOptions(memory=True) would give):", f"  {mp.summary()}"]
 
 
 EXPLAIN_HOOKS.append(explain_lines)
