@@ -10,7 +10,7 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade check-solutions check-starter load-test hashes gradescope student-release mutants test pytest lint format book release release-check lab clean help
+.PHONY: grade check-solutions check-starter load-test hashes oracle gradescope student-release mutants test pytest lint format book release release-check lab clean help
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
@@ -21,6 +21,7 @@ help:
 	@echo "make book             build the Jupyter Book into book/_build/html"
 	@echo "make release          regenerate exercises/ from solutions/notebooks/"
 	@echo "make hashes           record the grader's files in autograder/hashes.json after a change"
+	@echo "make oracle           record the references' comparisons (after a change to tests or references)"
 	@echo "make gradescope       build/gradescope.zip: the Gradescope autograder"
 	@echo "make student-release  build/student/: the learner repository (references in a vault)"
 	@echo "make lab              open the lab notebooks in JupyterLab"
@@ -51,6 +52,12 @@ check-starter: $(STAMP)
 
 # After an intended change to the grader, its tests or the references: record their hashes.
 hashes: $(STAMP)
+	@$(PY) -m autograder.integrity --write
+
+# After a change to the graded tests or the references: record the references' comparisons
+# (autograder/oracle.json.gz, the expected values the grader compares with), then the hashes.
+oracle: $(STAMP)
+	@$(PY) -m autograder --record-oracle --json build/oracle-run.json
 	@$(PY) -m autograder.integrity --write
 
 # build/student/: the learner repository, references in autograder/vault.zip instead of solutions/.

@@ -6,6 +6,7 @@
     python -m autograder --integrated     # your code everywhere, no reference fallback
     python -m autograder --solutions      # the reference solutions: must earn full marks
     python -m autograder --expect zero    # the untouched starter code: must earn nothing
+    python -m autograder --record-oracle  # record the references' comparisons (make oracle)
 
 Exit code 0 whatever the score (unless --solutions or --expect is given and
 not met); 2 when the grader itself could not run.
@@ -25,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import integrity, manifest, sandbox, vault
+from . import integrity, manifest, oracle, sandbox, vault
 from .notebooks import grade_lab
 from .report import print_report, totals, write_results_json
 from .runner import run_items
@@ -45,6 +46,8 @@ def parse_args(argv=None):
         "--expect", choices=["full", "zero"], help="exit 1 unless the score is full / zero"
     )
     p.add_argument("--no-notebooks", action="store_true", help="skip the lab notebooks")
+    p.add_argument("--record-oracle", action="store_true",
+                   help="grade the references and record their comparisons in autograder/oracle")  # fmt: skip
     p.add_argument("--json", default="build/results.json", help="where to write results.json")
     p.add_argument("--timeout", type=float, default=90, help="seconds per graded test")
     p.add_argument(
@@ -56,6 +59,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.record_oracle:
+        args.solutions, args.no_notebooks, args.chapter, args.exercise = True, True, None, None
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     start = time.monotonic()
     mode = "reference" if args.solutions else ("learner" if args.integrated else "isolated")
@@ -97,10 +102,16 @@ def main(argv=None) -> int:
             if not tests:
                 console.print(f"[red]No graded test covers exercise {args.exercise}[/]")
                 return 2
+        if args.record_oracle:  # benchmarks are not recorded
+            tests = [t for t in tests if t.kind == "test"]
         labs = [] if (args.no_notebooks or args.exercise) else manifest.notebook_items(ch)
         plan.append((ch, tests, labs))
     total = sum(len(t) + len(n) for _, t, n in plan)
 
+    expected, why = ({}, "") if args.record_oracle else oracle.load()
+    if expected is None:
+        console.print(f"[yellow]Grading without the references' recorded comparisons: {why}[/]")
+    record: dict | None = {} if args.record_oracle else None
     results = []
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=console,
@@ -117,7 +128,8 @@ def main(argv=None) -> int:
             progress.update(task, description=f"chapter {ch}")
             if tests:
                 results += run_items(tests, mode, focus=None, test_timeout=args.timeout,
-                                     progress=on_event, submission=args.submission).values()  # fmt: skip
+                                     progress=on_event, submission=args.submission,
+                                     oracle=expected, record=record).values()  # fmt: skip
             if labs:
                 progress.update(task, current=f"lab notebook ch{ch}")
                 source = manifest.notebook_path(ch)
@@ -140,6 +152,10 @@ def main(argv=None) -> int:
     console.print(f"[dim]results.json written to {out} ({seconds:.0f} s)[/]")
 
     got, possible = totals(results)
+    if record is not None and got >= possible - 1e-9:
+        tests = {r.item.nodeid for r in results if r.item.kind == "test"}
+        oracle.write({k: v for k, v in record.items() if k in tests})
+        console.print(f"wrote {oracle.PATH.relative_to(manifest.ROOT)} ({len(tests)} tests)")
     if expect == "full" and got < possible - 1e-9:
         console.print(f"[red bold]Expected full marks, got {got:g} / {possible:g}[/]")
         return 1

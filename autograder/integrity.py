@@ -21,6 +21,7 @@ from .manifest import ROOT
 HASHES = ROOT / "autograder" / "hashes.json"
 PATTERNS = (
     "autograder/*.py",
+    "autograder/oracle.json.gz",
     "autograder/tests/**/*.py",
     "solutions/__init__.py",
     "solutions/reference/*.py",

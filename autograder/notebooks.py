@@ -167,7 +167,7 @@ def _child(cmd: list[str], env: dict, timeout: float) -> tuple[str | None, str]:
         proc = subprocess.Popen([*cmd, "--fd", str(write_end)], cwd=ROOT, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL, pass_fds=(write_end,),
-                                preexec_fn=lambda: sandbox.limit_resources(int(timeout) + 30, switch_user=False))  # fmt: skip
+                                preexec_fn=lambda: sandbox.limit_resources(switch_user=False))  # fmt: skip
     finally:
         os.close(write_end)
     problem = ""

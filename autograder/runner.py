@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import oracle as oracle_mod
 from . import sandbox, wire
 from .manifest import ROOT, Item, exercises
 
@@ -66,6 +67,8 @@ def child_env(mode: str, focus: str | None = None, cache: Path | None = None) ->
     env.setdefault("MKL_NUM_THREADS", "1")
     if focus:
         env["MINITORCH_FOCUS"] = focus
+    if os.environ.get("AUTOGRADER_GUARD_LOG"):  # for instructors: log what the guard would refuse
+        env["AUTOGRADER_GUARD_LOG"] = os.environ["AUTOGRADER_GUARD_LOG"]
     if cache is not None:
         env["NUMBA_CACHE_DIR"] = str(cache)
     return env
@@ -179,8 +182,13 @@ def run_items(
     total_timeout: float = 1200.0,
     progress: Callable[[str, Result | None], None] = lambda nodeid, result: None,
     submission: Path = ROOT,
+    oracle: dict[str, list] | None = None,
+    record: dict[str, list] | None = None,
 ) -> dict[str, Result]:
     """Run ``items`` in as many child processes as it takes; every item gets a Result.
+
+    ``oracle`` (:mod:`autograder.oracle`): the reference run's comparisons, which
+    every test's check records must match. ``record``: filled with this run's.
 
     Kills every descendant of this process after each child: call it from a
     process that has no other children (the grader).
@@ -203,7 +211,7 @@ def run_items(
         for ex, group in groups.items():
             session = _Session({i.nodeid: i for i in group}, mode, ex or focus, test_timeout,
                                bench_timeout, deadline, progress, submission,
-                               names.get(ex, set()), Path(tmp))  # fmt: skip
+                               names.get(ex, set()), Path(tmp), oracle or {}, record)  # fmt: skip
             session.run()
             results.update(session.results)
     return gate_benchmarks(results)
@@ -236,6 +244,8 @@ class _Session:
     submission: Path
     withheld: set[str]
     tmp: Path
+    oracle: dict[str, list]
+    recording: dict[str, list] | None
     results: dict[str, Result] = field(default_factory=dict)
 
     def record(self, node: str, result: Result) -> None:
@@ -279,7 +289,7 @@ class _Session:
                 proc = subprocess.Popen(
                     sandbox.child_command(tree, write_end, remaining), cwd=tree, env=env,
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    pass_fds=(write_end,), preexec_fn=lambda: sandbox.limit_resources(cpu, hidden=hidden),
+                    pass_fds=(write_end,), preexec_fn=lambda: sandbox.limit_resources(hidden=hidden),
                 )  # fmt: skip
         finally:
             os.close(write_end)
@@ -287,7 +297,8 @@ class _Session:
         started_any, current, t_start, killed, forged = False, None, 0.0, None, None
         kill_status = "timeout"
         held, refused = 0, ""  # the running test's check records: how many held, first failure
-        watch = sandbox.ProcessWatch()
+        seen, expected = 0, None  # how many it sent; the reference run's, if recorded
+        watch, next_cpu = sandbox.ProcessWatch(), 0.0
         buffer, eof = b"", False
         try:
             while True:
@@ -310,15 +321,26 @@ class _Session:
                             if node != current or held >= CHECK_LIMIT:
                                 raise Forged(f"a check record out of order for {node[-60:]}")
                             ok, why = wire.decide(ev)
+                            if ok and expected is not None:
+                                ok, why = oracle_mod.judge(expected, seen, ev)
+                            if self.recording is not None:
+                                self.recording.setdefault(node, []).append(oracle_mod.entry(ev))
+                            seen += 1
                             held, refused = held + ok, refused or ("" if ok else why or "failed")
                             continue
                         if node in mine or (ev["event"] == "result") != (node == current):
                             raise Forged(f"a record out of order for {node.split('::')[-1]}")
                         if ev["event"] == "start":
                             started_any, current, t_start = True, node, time.monotonic()
-                            held, refused = 0, ""
+                            held, refused, seen = 0, "", 0
+                            expected = self.oracle.get(node)
+                            if self.recording is not None:
+                                self.recording[node] = []
                             self.progress(node, None)
                         else:
+                            if expected is not None and seen < len(expected) and not refused:
+                                refused = (f"{seen} comparisons, the reference run makes "
+                                           f"{len(expected)}")  # fmt: skip
                             mine[node] = _score(self.by_id[node], ev, (held, refused))
                             self.record(node, mine[node])
                             current = None
@@ -337,6 +359,10 @@ class _Session:
                         killed = f"timed out after {limit:.0f} s (an infinite loop?)"
                 if time.monotonic() > self.deadline:
                     killed = "the chapter ran out of time"
+                if time.monotonic() > next_cpu:  # twice a second: /proc/<pid>/stat
+                    next_cpu = time.monotonic() + 0.5
+                    if sandbox.cpu_used(proc.pid) > cpu:
+                        killed = f"used more than {cpu} s of CPU time"
                 if sandbox.too_many_processes(watch):  # a fork bomb: root ignores RLIMIT_NPROC
                     kill_status = "crashed"
                     killed = (f"started more than {sandbox.MAX_PROCESSES} processes at "

@@ -35,7 +35,7 @@ def _dumps(record: dict) -> bytes:
     return (json.dumps(record) + "\n").encode()
 
 
-SAMPLE = 1 << 16  # larger arrays travel as the same evenly spaced sample of both sides
+SAMPLE = 1 << 12  # larger arrays travel as the same evenly spaced sample of both sides
 _DTYPE = re.compile(r"^[<>|=]?[biuf][1248]$")
 TOL_CAP = 0.05  # a test asking for looser tolerances than this gets this
 _current: list = [None]  # the running test's node id (set by the plugin)

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,11 +34,11 @@ def plant(repo: Path, attack: str) -> None:
     path.write_text(text.replace(STUB, "return attack(shape)") + "\n\n" + fixture)
 
 
-def grade(repo: Path, *args: str, code: int = 0) -> dict:
+def grade(repo: Path, *args: str, code: int = 0, env: dict | None = None) -> dict:
     out = repo / "results.json"
     cmd = [sys.executable, "-m", "autograder", "--exercise", "1.3", "--json", str(out),
            "--timeout", "30", *args]  # fmt: skip
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "NUMBA_ENABLE_CUDASIM": "1"}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "NUMBA_ENABLE_CUDASIM": "1", **(env or {})}
     proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == code, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads(out.read_text())
@@ -79,6 +80,21 @@ def test_attack_earns_nothing(repo, attack):
         time.sleep(4)
         assert (repo / "results.json").read_text() == before
         assert not survivors()
+
+
+@pytest.mark.parametrize("attack", ["read_frame", "gc_scan", "traceback_frame"])
+def test_frame_attacks_earn_points_without_the_guard(repo, attack):
+    """The control: with the audit hook only logging, each of these earns full marks."""
+    plant(repo, attack)
+    fd, log = tempfile.mkstemp(prefix="guard-", suffix=".log")  # writable by the child's user
+    os.close(fd)
+    os.chmod(log, 0o666)
+    try:
+        data = grade(repo, env={"AUTOGRADER_GUARD_LOG": log})
+        assert "indexing.py" in Path(log).read_text()  # what the guard would have refused
+    finally:
+        os.unlink(log)
+    assert data["score"] == data["max_score"] == 2, data["tests"]
 
 
 def test_markup_is_escaped_and_cut(repo):
@@ -127,12 +143,12 @@ def test_planting_a_correct_answer_earns_full_marks(repo):
     assert data["score"] == data["max_score"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="the expected values are computed in the learner's process")
+@pytest.mark.xfail(strict=True, reason="a check() record carries only a truth value")
 @pytest.mark.parametrize("attack", GAPS)
 def test_known_gap_still_earns_points(repo, attack):
     """Attacks the parent's own comparisons cannot stop yet (CONTRIBUTING.md, threat model).
 
-    Strict xfail: when a separate oracle closes a gap, this fails and the
+    Strict xfail: when a gap closes, this fails and the
     fixture moves to the attacks above.
     """
     plant(repo, attack)

@@ -131,7 +131,7 @@ def test_messages_unwrap_groups_and_name_unimplemented_exercises():
 def run_limited(script: str, **kw) -> str:
     """``sh -c script`` started the way the grader starts a child."""
     proc = subprocess.run(["sh", "-c", script], cwd=sandbox.ROOT, capture_output=True, text=True,
-                          preexec_fn=lambda: sandbox.limit_resources(60, **kw), timeout=60)  # fmt: skip
+                          preexec_fn=lambda: sandbox.limit_resources(**kw), timeout=60)  # fmt: skip
     return proc.stdout
 
 
@@ -148,6 +148,15 @@ def test_root_child_cannot_see_or_unhide_the_references():
     assert count == after == "0" and caps.endswith("0000000000000000"), out
     assert umount != "umount=0" and readable == "readable", out
     assert any((sandbox.ROOT / "solutions").iterdir())  # hidden only in the child
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces and capabilities need root")
+def test_root_child_cannot_read_the_recorded_expected_values():
+    hidden = sandbox.private_paths(sandbox.ROOT)
+    oracle = sandbox.ROOT / "autograder" / "oracle.json.gz"
+    assert (str(oracle).encode(), False) in hidden
+    out = run_limited("wc -c < autograder/oracle.json.gz", hidden=hidden)
+    assert out.split()[0] == "0" and oracle.stat().st_size > 0, out
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
@@ -167,7 +176,7 @@ def test_unprivileged_child_hides_the_references_in_a_user_namespace():
         os.setgroups([])
         os.setgid(65534)
         os.setuid(65534)
-        sandbox.limit_resources(60, hidden=hidden)
+        sandbox.limit_resources(hidden=hidden)
 
     script = "id -u; ls solutions | wc -l; ls /proc/1/root/ 2>/dev/null | wc -l"
     proc = subprocess.run(["sh", "-c", script], cwd=sandbox.ROOT, capture_output=True, text=True,

@@ -1,0 +1,84 @@
+"""The expected values of every graded test, computed by the references, not by learner code.
+
+A graded test runs in the learner's process, and so does the ``expected``
+it computes: learner code could change it (a patched ``hypothesis`` drawing
+trivial inputs) or send made-up comparisons through the grader's own sender.
+So the parent also holds each test's comparisons as the references made them
+(``make oracle`` runs the references once and records them here): for every
+``assert_close`` the expected array and tolerances, for every ``check`` its
+place. Grading a submission, the parent compares each ``actual`` the child
+sends with the reference run's ``expected`` at the same place, and a pass
+counts only with exactly the comparisons the reference run made, in order.
+Tests draw their inputs with fixed seeds (hypothesis ``derandomize=True``),
+so a correct submission meets the same inputs and sends the same sequence.
+
+``check`` records carry only a truth value, so a test that makes no
+``assert_close`` is protected by the order and count alone; see the threat
+model in CONTRIBUTING.md. Benchmarks are not recorded (they earn nothing
+until their exercise's tests pass).
+
+The file is hidden from the grading child like the vault, and is a grader
+file (``hashes.json``); ``inputs`` names the grader files it was made from,
+and a stale oracle is not used (``tests/test_grader_oracle.py`` fails).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+
+from . import wire
+from .manifest import ROOT
+
+PATH = ROOT / "autograder" / "oracle.json.gz"
+SOURCES = ("autograder/tests/", "solutions/", "autograder/harness.py", "autograder/wire.py")
+
+
+def inputs_digest() -> str:
+    """sha256 over the grader files the recorded comparisons depend on."""
+    from .integrity import current
+
+    files = sorted((rel, h) for rel, h in current().items() if rel.startswith(SOURCES))
+    text = json.dumps([files, wire.SAMPLE])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def entry(ev: dict):
+    """What the oracle keeps of one check record of the reference run."""
+    if ev.get("how") != "close":
+        return 0
+    return {"e": ev.get("expected"), "rtol": ev.get("rtol"), "atol": ev.get("atol")}
+
+
+def write(records: dict[str, list]) -> None:
+    data = {"inputs": inputs_digest(), "tests": dict(sorted(records.items()))}
+    PATH.write_bytes(gzip.compress(json.dumps(data, separators=(",", ":")).encode(), mtime=0))
+
+
+def load() -> tuple[dict[str, list] | None, str]:
+    """``(node id -> entries, "")``, or ``(None, why not)`` when missing or stale."""
+    try:
+        data = json.loads(gzip.decompress(PATH.read_bytes()))
+    except (OSError, ValueError, EOFError):
+        return None, f"{PATH.relative_to(ROOT)} is missing or unreadable (run `make oracle`)"
+    if data.get("inputs") != inputs_digest():
+        return None, "the tests or references changed since `make oracle` ran"
+    return data["tests"], ""
+
+
+def judge(entries: list, index: int, ev: dict) -> tuple[bool, str]:
+    """Does check record ``ev``, the ``index``-th of its test, agree with the reference run's?"""
+    if index >= len(entries):
+        return False, f"more comparisons than the reference run makes ({len(entries)})"
+    want = entries[index]
+    if (want == 0) != (ev.get("how") != "close"):
+        return False, f"comparison {index + 1} is not the one the reference run makes there"
+    if want == 0:
+        return True, ""
+    rec = {"how": "close", "actual": ev.get("actual"), "expected": want["e"],
+           "rtol": want["rtol"], "atol": want["atol"]}  # fmt: skip
+    ok, why = wire.decide(rec)
+    if not ok:
+        return False, f"{why} (comparison {index + 1}, against the reference's expected value)"
+    return True, ""

@@ -1,0 +1,55 @@
+"""The references' recorded comparisons (``autograder/oracle.py``) decide, not the child's expected."""
+
+import numpy as np
+import pytest
+
+from autograder import oracle, wire
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    tests, why = oracle.load()
+    assert tests is not None, f"{why}: run `make oracle` and commit autograder/oracle.json.gz"
+    return tests
+
+
+def _close_entry(recorded):
+    for node, entries in recorded.items():
+        for i, e in enumerate(entries):
+            if e != 0 and wire._decode(e["e"]).size > 1:
+                return node, i, e
+    raise AssertionError("no recorded assert_close")
+
+
+def _record(actual: np.ndarray, expected: np.ndarray, rtol=1e-5, atol=1e-6) -> dict:
+    return {"event": "check", "how": "close", "error": "", "rtol": rtol, "atol": atol,
+            "actual": wire._encode(actual, None), "expected": wire._encode(expected, None)}  # fmt: skip
+
+
+def test_every_graded_test_is_recorded_and_most_compare_values(recorded):
+    from autograder import manifest
+
+    tests = [i.nodeid for c in manifest.chapters() for i in manifest.graded_items(c)
+             if i.kind == "test"]  # fmt: skip
+    assert sorted(recorded) == sorted(tests)
+    assert sum(any(e != 0 for e in v) for v in recorded.values()) >= 100
+
+
+def test_the_reference_runs_value_is_what_counts(recorded):
+    node, i, e = _close_entry(recorded)
+    want = wire._decode(e["e"])
+    assert oracle.judge(recorded[node], i, _record(want.copy(), want))[0]
+    # A made-up comparison that agrees with itself is refused: zeros against zeros.
+    zeros = np.zeros_like(want) + (1 if not want.any() else 0)
+    ok, why = oracle.judge(recorded[node], i, _record(zeros, zeros))
+    assert not ok and "reference" in why
+    # So are loose tolerances the child asks for, and a truth where a value is compared.
+    ok, _ = oracle.judge(recorded[node], i, _record(want * 1.01 + 1, want * 1.01 + 1, 1, 1))
+    assert not ok
+    assert not oracle.judge(recorded[node], i, {"how": "truth", "ok": True})[0]
+
+
+def test_more_comparisons_than_the_reference_run_are_refused(recorded):
+    node, entries = next((n, v) for n, v in recorded.items() if v)
+    ok, why = oracle.judge(entries, len(entries), {"how": "truth", "ok": True})
+    assert not ok and "more comparisons" in why
