@@ -229,16 +229,27 @@ def one_thread():
         numba.set_num_threads(threads)
 
 
-def check(ok: bool, exercise: str, message: str, **inputs) -> None:
+_NO_VALUE = object()
+
+
+def check(ok: bool, exercise: str, message: str, value=_NO_VALUE, **inputs) -> None:
     """Assert with a message that names the exercise and shows a small failing input.
 
     ``ok`` must be a ``bool`` (or numpy's), or a builtin value whose truth is
     honest (``check(len(x), ...)``): an object of another class could be true
     whatever it holds. The parent scores from the record this sends.
+
+    ``value``: numbers the check is about whose right value is unique (the
+    strides it compares, not an order of which many are right). It travels
+    with the record and the parent compares it with what the references sent
+    at that place (:mod:`autograder.oracle`): a made-up record must then
+    carry the right answer.
     """
     good = type(ok) in _HONEST_TRUTH
-    wire.send_check("truth", ok=bool(ok) if good else False,
-                    error="" if good else f"check() got a {type(ok).__name__}, not a bool")  # fmt: skip
+    sent, why = (None, "") if value is _NO_VALUE else wire.plain(value)
+    error = "" if good else f"check() got a {type(ok).__name__}, not a bool"
+    wire.send_check("truth", ok=bool(ok) if good else False, value=sent,
+                    error=error or (why and f"the checked value is {why}"))  # fmt: skip
     if good and ok:
         return
     if not good:

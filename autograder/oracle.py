@@ -6,15 +6,15 @@ trivial inputs) or send made-up comparisons through the grader's own sender.
 So the parent also holds each test's comparisons as the references made them
 (``make oracle`` runs the references once and records them here): for every
 ``assert_close`` the expected array and tolerances, for every ``check`` its
-place. Grading a submission, the parent compares each ``actual`` the child
+place and, where the test names one, its value. Grading a submission, the parent compares each ``actual`` the child
 sends with the reference run's ``expected`` at the same place, and a pass
 counts only with exactly the comparisons the reference run made, in order.
 Tests draw their inputs with fixed seeds (hypothesis ``derandomize=True``),
 so a correct submission meets the same inputs and sends the same sequence.
 
-``check`` records carry only a truth value, so a test that makes no
-``assert_close`` is protected by the order and count alone; see the threat
-model in CONTRIBUTING.md. Benchmarks are not recorded (they earn nothing
+A ``check`` without a ``value`` carries only a truth value, so a test made
+of those alone is protected by the order and count; see the threat model in
+CONTRIBUTING.md. Benchmarks are not recorded (they earn nothing
 until their exercise's tests pass).
 
 The file is hidden from the grading child like the vault, and is a grader
@@ -45,10 +45,17 @@ def inputs_digest() -> str:
 
 
 def entry(ev: dict):
-    """What the oracle keeps of one check record of the reference run."""
+    """What the oracle keeps of one check record of the reference run: 0 for a bare
+    ``check``, ``{"v": value}`` for one with a value, ``{"e": expected, ...}`` for a close."""
     if ev.get("how") != "close":
-        return 0
+        return {"v": ev["value"]} if "value" in ev else 0
     return {"e": ev.get("expected"), "rtol": ev.get("rtol"), "atol": ev.get("atol")}
+
+
+def _kind(x) -> str:
+    if isinstance(x, dict) and "how" in x:  # a record
+        return "e" if x.get("how") == "close" else ("v" if "value" in x else "t")
+    return "t" if x == 0 else ("v" if "v" in x else "e")
 
 
 def write(records: dict[str, list]) -> None:
@@ -72,9 +79,17 @@ def judge(entries: list, index: int, ev: dict) -> tuple[bool, str]:
     if index >= len(entries):
         return False, f"more comparisons than the reference run makes ({len(entries)})"
     want = entries[index]
-    if (want == 0) != (ev.get("how") != "close"):
+    if _kind(want) != _kind(ev):
         return False, f"comparison {index + 1} is not the one the reference run makes there"
     if want == 0:
+        return True, ""
+    if "v" in want:
+        try:
+            got, right = wire._decode(ev["value"]), wire._decode(want["v"])
+        except (ValueError, TypeError, KeyError):
+            return False, "an unreadable checked value"
+        if got.shape != right.shape or not (got == right).all():
+            return False, f"the checked value differs from the reference run's (check {index + 1})"
         return True, ""
     rec = {"how": "close", "actual": ev.get("actual"), "expected": want["e"],
            "rtol": want["rtol"], "atol": want["atol"]}  # fmt: skip

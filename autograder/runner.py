@@ -116,7 +116,7 @@ def parse_record(line: bytes, expected: set[str]) -> dict:
         return ev
     if ev["event"] == "check":
         if not set(ev) <= {"event", "nodeid", "how", "error", "ok", "actual", "expected", "rtol",
-                           "atol", "sampled"}:  # fmt: skip
+                           "atol", "sampled", "value"}:  # fmt: skip
             raise Forged("a check record with extra fields")
         return ev
     allowed = {"event", "nodeid", "outcome", "duration", "message", "where", "figures"}

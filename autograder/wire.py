@@ -100,7 +100,7 @@ def _encode(arr: np.ndarray | None, idx) -> dict | None:
 
 
 def send_check(how: str, ok: bool = True, actual=None, expected=None, rtol=0.0, atol=0.0,
-               error: str = "") -> None:  # fmt: skip
+               error: str = "", value=None) -> None:  # fmt: skip
     from . import plugin
 
     if not plugin._channel or _current[0] is None:
@@ -109,7 +109,7 @@ def send_check(how: str, ok: bool = True, actual=None, expected=None, rtol=0.0, 
     if now - _last_watch[0] > 0.002:  # every test's first check, then at most every 2 ms
         _last_watch[0] = now
         error = tampered() or error
-    if how == "truth" and ok is True and not error:  # the common case, pre-encoded per test
+    if how == "truth" and ok is True and not error and value is None:  # pre-encoded per test
         if _truth[0] != _current[0]:
             _truth[:] = [_current[0], _dumps({"event": "check", "nodeid": _current[0],
                                               "how": "truth", "error": "", "ok": True})]  # fmt: skip
@@ -118,6 +118,13 @@ def send_check(how: str, ok: bool = True, actual=None, expected=None, rtol=0.0, 
     record = {"event": "check", "nodeid": _current[0], "how": how, "error": str(error or "")[:500]}
     if how == "truth":
         record["ok"] = bool(ok)
+        if value is not None:  # what the check is about, for the oracle to compare
+            idx = (
+                _linspace(0, value.size - 1, SAMPLE).astype(np.int64)
+                if value.size > SAMPLE
+                else None
+            )
+            record["value"] = _encode(value, idx)
     else:
         idx = None
         if actual is not None and expected is not None and actual.size > SAMPLE:
@@ -154,6 +161,8 @@ def decide(rec: dict) -> tuple[bool, str]:
         if rec.get("error"):
             return False, str(rec["error"])[:500]
         if rec.get("how") == "truth":
+            if "value" in rec:
+                _decode(rec["value"])
             return (rec.get("ok") is True), "a check() was false"
         if rec.get("how") != "close":
             return False, "a check record of unknown kind"

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,13 +26,27 @@ def repo(tmp_path):
     return tmp_path
 
 
+TARGETS = {  # exercise: (file, its stub's body, the call that replaces it)
+    "1.3": ("minitorch/tensor/indexing.py", STUB, "return attack(shape)"),
+    "1.7": ("minitorch/tensor/views.py", 'raise NotImplementedError("Exercise 1.7: reshape_view")',
+            "return attack(shape, strides, new_shape)"),
+}  # fmt: skip
+
+
+def target(attack: str) -> str:
+    """The exercise a fixture attacks: 1.3, unless it says ``EXERCISE = "..."``."""
+    found = re.search(r'^EXERCISE = "([\d.]+)"', (HOSTILE / f"{attack}.py").read_text(), re.M)
+    return found.group(1) if found else "1.3"
+
+
 def plant(repo: Path, attack: str) -> None:
-    """The attack replaces the 1.3 stub's body; its module-level code runs at import."""
-    path = repo / "minitorch/tensor/indexing.py"
+    """The attack replaces the exercise's stub body; its module-level code runs at import."""
+    rel, stub, call = TARGETS[target(attack)]
+    path = repo / rel
     text = path.read_text()
-    assert STUB in text
+    assert stub in text
     fixture = (HOSTILE / f"{attack}.py").read_text()
-    path.write_text(text.replace(STUB, "return attack(shape)") + "\n\n" + fixture)
+    path.write_text(text.replace(stub, call) + "\n\n" + fixture)
 
 
 def grade(repo: Path, *args: str, code: int = 0, env: dict | None = None) -> dict:
@@ -152,4 +167,4 @@ def test_known_gap_still_earns_points(repo, attack):
     fixture moves to the attacks above.
     """
     plant(repo, attack)
-    assert grade(repo)["score"] == 0
+    assert grade(repo, "--exercise", target(attack))["score"] == 0

@@ -16,7 +16,7 @@ def recorded():
 def _close_entry(recorded):
     for node, entries in recorded.items():
         for i, e in enumerate(entries):
-            if e != 0 and wire._decode(e["e"]).size > 1:
+            if e != 0 and "e" in e and wire._decode(e["e"]).size > 1:
                 return node, i, e
     raise AssertionError("no recorded assert_close")
 
@@ -53,3 +53,16 @@ def test_more_comparisons_than_the_reference_run_are_refused(recorded):
     node, entries = next((n, v) for n, v in recorded.items() if v)
     ok, why = oracle.judge(entries, len(entries), {"how": "truth", "ok": True})
     assert not ok and "more comparisons" in why
+
+
+def test_a_checked_value_must_be_the_reference_runs(recorded):
+    node, i, e = next(
+        (n, i, e) for n, v in recorded.items() for i, e in enumerate(v) if e != 0 and "v" in e
+    )
+    right = wire._decode(e["v"])
+    sent = {"how": "truth", "ok": True, "value": wire._encode(right.copy(), None)}
+    assert oracle.judge(recorded[node], i, sent) == (True, "")
+    wrong = {"how": "truth", "ok": True, "value": wire._encode(right + 1, None)}
+    ok, why = oracle.judge(recorded[node], i, wrong)
+    assert not ok and "differs" in why
+    assert not oracle.judge(recorded[node], i, {"how": "truth", "ok": True})[0]  # no value sent

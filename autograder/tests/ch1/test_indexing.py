@@ -14,16 +14,13 @@ from .strategies import broadcast_shapes, index_in, shapes, strided_views
 
 @graded("1.1", points=1)
 def test_index_to_position_examples():
-    check(
-        ix.index_to_position((1, 2), (3, 1)) == 5,
-        "1.1",
-        "wrong position",
-        index=(1, 2),
-        strides=(3, 1),
-    )
-    check(ix.index_to_position((), ()) == 0, "1.1", "a 0-d tensor sits at position 0")
+    got = ix.index_to_position((1, 2), (3, 1))
+    check(got == 5, "1.1", "wrong position", value=got, index=(1, 2), strides=(3, 1))
+    got = ix.index_to_position((), ())
+    check(got == 0, "1.1", "a 0-d tensor sits at position 0", value=got)
     got = ix.index_to_position((1, 2), (1, 2), 4)
-    check(got == 9, "1.1", f"offset is ignored? got {got}", index=(1, 2), strides=(1, 2), offset=4)
+    check(got == 9, "1.1", f"offset is ignored? got {got}", value=got, index=(1, 2), strides=(1, 2),
+          offset=4)  # fmt: skip
 
 
 @graded("1.1", points=2)
@@ -31,11 +28,13 @@ def test_index_to_position_examples():
 def test_index_to_position_matches_numpy(data):
     view, td = data.draw(strided_views())
     idx = data.draw(index_in(view.shape))
-    got = td.storage[ix.index_to_position(idx, td.strides, td.offset)]
+    position = ix.index_to_position(idx, td.strides, td.offset)
+    got = td.storage[position]
     check(
         got == view[idx],
         "1.1",
         "position does not hold the element numpy finds",
+        value=position,
         index=idx,
         shape=td.shape,
         strides=td.strides,
@@ -49,7 +48,7 @@ def test_to_index_is_row_major(shape, data):
     k = data.draw(st.integers(0, int(np.prod(shape)) - 1))
     got = tuple(ix.to_index(k, shape))
     want = tuple(int(i) for i in np.unravel_index(k, shape)) if shape else ()
-    check(got == want, "1.2", f"got {got}, expected {want}", ordinal=k, shape=shape)
+    check(got == want, "1.2", f"got {got}, expected {want}", value=got, ordinal=k, shape=shape)
 
 
 @graded("1.3", points=2)
@@ -57,10 +56,10 @@ def test_to_index_is_row_major(shape, data):
 def test_strides_from_shape(shape):
     got = tuple(ix.strides_from_shape(shape))
     want = tuple(s // 8 for s in np.empty(shape).strides)
-    check(got == want, "1.3", f"got {got}, expected {want}", shape=shape)
+    check(got == want, "1.3", f"got {got}, expected {want}", value=got, shape=shape)
     for shape, want in [((2, 3, 4), (12, 4, 1)), ((3, 1, 2), (2, 2, 1)), ((), ())]:
         got = tuple(ix.strides_from_shape(shape))
-        check(got == want, "1.3", f"got {got}, expected {want}", shape=shape)
+        check(got == want, "1.3", f"got {got}, expected {want}", value=got, shape=shape)
 
 
 @graded("1.4", points=2)
@@ -68,14 +67,15 @@ def test_strides_from_shape(shape):
 def test_broadcast_shape_matches_numpy(bs):
     a, b = bs.input_shapes
     got = tuple(ix.broadcast_shape(a, b))
-    check(got == bs.result_shape, "1.4", f"got {got}, expected {bs.result_shape}", a=a, b=b)
+    check(got == bs.result_shape, "1.4", f"got {got}, expected {bs.result_shape}", value=got,
+          a=a, b=b)  # fmt: skip
 
 
 @graded("1.4", points=1)
 def test_broadcast_shape_error_names_shapes():
     for a, b, want in [((2, 1), (0,), (2, 0)), ((1,), (3, 0, 1), (3, 0, 1)), ((), (2,), (2,))]:
         got = tuple(ix.broadcast_shape(a, b))
-        check(got == want, "1.4", f"got {got}, expected {want}", a=a, b=b)
+        check(got == want, "1.4", f"got {got}, expected {want}", value=got, a=a, b=b)
     for a, b in [((2, 3), (4,)), ((2, 1, 3), (2, 2)), ((0,), (2,))]:
         try:
             ix.broadcast_shape(a, b)
@@ -97,7 +97,7 @@ def test_broadcast_index_reads_numpy_element(bs, data):
     big, (shape,) = bs
     for case, want in [(((1, 2, 3), (2, 3, 4), (3, 1)), (2, 0)), (((1, 2), (2, 3), ()), ())]:
         got = tuple(ix.broadcast_index(*case))
-        check(got == want, "1.5", f"got {got}, expected {want}", args=case)
+        check(got == want, "1.5", f"got {got}, expected {want}", value=got, args=case)
     a = np.arange(int(np.prod(shape))).reshape(shape)
     idx = data.draw(index_in(big))
     small = tuple(ix.broadcast_index(idx, big, shape))
@@ -105,6 +105,7 @@ def test_broadcast_index_reads_numpy_element(bs, data):
         a[small] == np.broadcast_to(a, big)[idx],
         "1.5",
         f"index {small} reads the wrong element",
+        value=small,
         big_index=idx,
         big_shape=big,
         shape=shape,

