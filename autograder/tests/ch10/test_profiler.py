@@ -58,11 +58,41 @@ def test_allocated_and_freed_bytes():
         b = (v + 1.0).sum()  # 128 bytes, freed at once, then 4 bytes
         del a, v
     ops = {e.name: e for e in _ops(prof)}
-    check(ops["mul"].alloc == 128, "10.1", "mul allocates 4*8*4 bytes", got=ops["mul"].alloc)
-    check(ops["reshape"].alloc == 0, "10.1", "a view allocates nothing", got=ops["reshape"].alloc)
-    check(ops["add"].alloc == 128 and ops["sum"].alloc == 4, "10.1", "wrong bytes", events=ops)
-    check(ops["add"].freed == 128, "10.1", "the temporary of add was freed", got=ops["add"].freed)
-    check(ops["mul"].freed == 128, "10.1", "a (and its view) were deleted", got=ops["mul"].freed)
+    check(
+        ops["mul"].alloc == 128,
+        "10.1",
+        "mul allocates 4*8*4 bytes",
+        value=ops["mul"].alloc,
+        got=ops["mul"].alloc,
+    )
+    check(
+        ops["reshape"].alloc == 0,
+        "10.1",
+        "a view allocates nothing",
+        value=ops["reshape"].alloc,
+        got=ops["reshape"].alloc,
+    )
+    check(
+        ops["add"].alloc == 128 and ops["sum"].alloc == 4,
+        "10.1",
+        "wrong bytes",
+        value=(ops["add"].alloc, ops["sum"].alloc),
+        events=ops,
+    )
+    check(
+        ops["add"].freed == 128,
+        "10.1",
+        "the temporary of add was freed",
+        value=ops["add"].freed,
+        got=ops["add"].freed,
+    )
+    check(
+        ops["mul"].freed == 128,
+        "10.1",
+        "a (and its view) were deleted",
+        value=ops["mul"].freed,
+        got=ops["mul"].freed,
+    )
     check(
         prof.counters and prof.counters[-1][1] == 4,
         "10.1",
@@ -108,7 +138,15 @@ def test_backward_and_compiled_plans_are_recorded():
 def test_self_time_matches_the_definition(events):
     got = self_times(events)
     want = brute_self_times(events)
-    check(got == want, "10.2", "wrong self times", events=events, got=got, expected=want)
+    check(
+        got == want,
+        "10.2",
+        "wrong self times",
+        value=got,
+        events=events,
+        got=got,
+        expected=want,
+    )
 
 
 @graded("10.2", points=1)
@@ -123,6 +161,7 @@ def test_self_time_examples():
         got == [10, 20, 10, 20, 50],
         "10.2",
         "wrong self times",
+        value=got,
         got=got,
         expected=[10, 20, 10, 20, 50],
     )
@@ -152,7 +191,15 @@ def test_summary_rows(events):
             freed=sum(e.freed for e, _ in mine),
         )
         got = {k: getattr(r, k) for k in want}
-        check(got == want, "10.3", f"wrong row {r.name!r}", got=got, expected=want, events=events)
+        check(
+            got == want,
+            "10.3",
+            f"wrong row {r.name!r}",
+            value=list(got.values()),
+            got=got,
+            expected=want,
+            events=events,
+        )
         share = want["self"] / total_self if total_self else 0.0
         check(
             abs(r.share - share) < 1e-12,
@@ -172,8 +219,20 @@ def test_table_of_a_real_profile():
             with profiler.record("step"):
                 model(x).sum().backward()
     rows = {r.name: r for r in prof.summary()}
-    check(rows["step"].calls == 3 and rows["relu"].calls == 3, "10.3", "calls", rows=rows)
-    check(rows["matmul"].calls == 9, "10.3", "3 forward + 6 backward matmuls", rows=rows)
+    check(
+        rows["step"].calls == 3 and rows["relu"].calls == 3,
+        "10.3",
+        "calls",
+        value=(rows["step"].calls, rows["relu"].calls),
+        rows=rows,
+    )
+    check(
+        rows["matmul"].calls == 9,
+        "10.3",
+        "3 forward + 6 backward matmuls",
+        value=rows["matmul"].calls,
+        rows=rows,
+    )
     check(rows["step"].total >= rows["step"].self, "10.3", "self <= total", row=rows["step"])
     ranked = [r.name for r in prof.summary("calls")]
     check(ranked[0] in ("matmul", "add", "mul", "permute"), "10.3", "sorted by calls", got=ranked)
@@ -245,7 +304,13 @@ def test_exported_trace_validates_with_one_track_per_thread(tmp_path):
     check(tracks == {0, 1}, "10.4", "one track per thread", got=tracks)
     names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
     check(set(names) == {0, 1} and names[1] == "worker", "10.4", "thread names", got=names)
-    check(len(slices) == len(prof.events) == 20, "10.4", "one slice per event", got=len(slices))
+    check(
+        len(slices) == len(prof.events) == 20,
+        "10.4",
+        "one slice per event",
+        value=len(slices),
+        got=len(slices),
+    )
     counters = [e for e in events if e["ph"] == "C"]
     check(len(counters) == len(prof.counters) > 0, "10.4", "one counter sample per change")
     ev = prof.events[0]

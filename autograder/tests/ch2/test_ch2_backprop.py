@@ -34,7 +34,13 @@ def test_toposort_orders_random_dags(n_leaves, n_ops, data):
     root = pool[-1]
     order = toposort(root)
     ids = [id(t) for t in order]
-    check(len(ids) == len(set(ids)), "2.7", "a tensor appears twice in the order", n=len(ids))
+    check(
+        len(ids) == len(set(ids)),
+        "2.7",
+        "a tensor appears twice in the order",
+        value=len(ids),
+        n=len(ids),
+    )
     check(
         bool(order) and order[0] is root or not root.requires_grad,
         "2.7",
@@ -61,6 +67,7 @@ def test_toposort_orders_random_dags(n_leaves, n_ops, data):
         set(pos) == reach,
         "2.7",
         f"{len(pos)} tensors in the order, {len(reach)} reachable ones require grad",
+        value=len(pos),
     )
     check(
         all(id(c) not in pos for c in consts),
@@ -83,7 +90,10 @@ def test_toposort_deep_chain_without_recursion():
         order is not None, "2.7", "RecursionError on a chain of 3000 adds: use a loop and a stack"
     )
     check(
-        len(order) == 3001, "2.7", f"a chain of 3000 adds gives {len(order)} tensors, expected 3001"
+        len(order) == 3001,
+        "2.7",
+        f"a chain of 3000 adds gives {len(order)} tensors, expected 3001",
+        value=len(order),
     )
     check(order[0] is y and order[-1] is x, "2.7", "the root comes first and the leaf last")
 

@@ -50,7 +50,12 @@ def test_unbroadcast_same_shape_and_example():
     g = minitorch.ones(2, 3, 4)
     assert_close(unbroadcast(g, (3, 1)).numpy(), np.full((3, 1), 8.0), "2.1", shape=(3, 1))
     x = minitorch.ones(2, 3)
-    check(unbroadcast(x, (2, 3)).shape == (2, 3), "2.1", "same shape must come back unchanged")
+    check(
+        unbroadcast(x, (2, 3)).shape == (2, 3),
+        "2.1",
+        "same shape must come back unchanged",
+        value=unbroadcast(x, (2, 3)).shape,
+    )
     assert_close(unbroadcast(x, ()).numpy(), np.array(6.0), "2.1", shape=())
 
 
@@ -189,7 +194,12 @@ def test_matmul_rule_batched_broadcast(batch_a, batch_b, n, k, m, data):
 def test_matmul_rule_example():
     a, b = minitorch.ones(2, 3), minitorch.ones(3, 4)
     ga, gb = matmul_vjp(minitorch.ones(2, 4), a @ b, a, b)
-    check(ga.shape == (2, 3) and gb.shape == (3, 4), "2.5", f"shapes {ga.shape}, {gb.shape}")
+    check(
+        ga.shape == (2, 3) and gb.shape == (3, 4),
+        "2.5",
+        f"shapes {ga.shape}, {gb.shape}",
+        value=tuple(ga.shape) + tuple(gb.shape),
+    )
     assert_close(ga.numpy(), np.full((2, 3), 4.0), "2.5")
     assert_close(gb.numpy(), np.full((3, 4), 2.0), "2.5")
 
@@ -235,7 +245,13 @@ def test_view_rules_finite_differences(shape, data):
 def test_view_rules_examples():
     a = minitorch.zeros(2, 3, 4)
     got = view_vjp("permute", minitorch.ones(4, 2, 3), a, {"order": (2, 0, 1)})
-    check(got.shape == (2, 3, 4), "2.6", f"permute gave shape {got.shape}", order=(2, 0, 1))
+    check(
+        got.shape == (2, 3, 4),
+        "2.6",
+        f"permute gave shape {got.shape}",
+        value=got.shape,
+        order=(2, 0, 1),
+    )
     g = minitorch.tensor([1.0, 2.0])
     got = view_vjp("getitem", g, minitorch.zeros(5), {"key": (slice(1, 5, 2),)})
     assert_close(got.numpy(), [0, 1.0, 0, 2.0, 0], "2.6", op="getitem", key="[1:5:2]")

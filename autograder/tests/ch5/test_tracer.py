@@ -24,7 +24,11 @@ def test_record_op_appends_one_node():
     y = record_op(t, get_op("sum"), (x,), {"axis": -1})
     check(isinstance(y, minitorch.Proxy), "5.1", "record_op must return a Proxy", got=type(y))
     check(
-        y.shape == (2,) and y.dtype == F32, "5.1", "wrong spec for x.sum(axis=-1)", got=str(y.spec)
+        y.shape == (2,) and y.dtype == F32,
+        "5.1",
+        "wrong spec for x.sum(axis=-1)",
+        value=y.shape,
+        got=str(y.spec),
     )
     node = y.node
     check(t.graph.op_names() == ["sum"], "5.1", "expected one 'sum' node", ops=t.graph.op_names())
@@ -80,6 +84,7 @@ def test_tracing_records_without_computing():
         len(g.constants) == 1 and g.constants[0].value.item() == 2.0,
         "5.1",
         "the Python scalar 2.0 must become one const node",
+        value=len(g.constants),
         consts=len(g.constants),
     )
     check(
@@ -106,11 +111,12 @@ def test_traced_programs_equal_eager(program):
         assert_close(g.numpy(), e.numpy(), "5.1", rtol=1e-5, atol=1e-6, steps=steps)
     # the cached graph on new values of the same shapes
     ys = [x * 0.5 + 1 for x in xs]
+    before = f.trace_count  # 0 when an earlier example traced the same program already
     again = f(*ys)
     for g, e in zip(again, run_program(steps, *ys)):
         assert_close(g.numpy(), e.numpy(), "5.1", rtol=1e-5, atol=1e-6, steps=steps)
     check(
-        f.trace_count == 1,
+        f.trace_count == before <= 1,
         "5.1",
         "the second call must reuse the cached graph",
         traces=f.trace_count,
@@ -140,6 +146,7 @@ def test_infer_matmul_matches_registry(sa, sb, da, db, compatible):
         got == expected,
         "5.2",
         "infer_matmul disagrees with the registry",
+        value=getattr(got, "shape", -1),  # -1: an OpError, as the registry raised
         a=str(a),
         b=str(b),
         got=got,
@@ -150,7 +157,13 @@ def test_infer_matmul_matches_registry(sa, sb, da, db, compatible):
 @graded("5.2", points=1)
 def test_infer_matmul_examples():
     got = infer_matmul(Spec((5, 2, 3), F32), Spec((3, 4), F64))
-    check(got == Spec((5, 2, 4), F64), "5.2", "batched matmul", got=got)
+    check(
+        got == Spec((5, 2, 4), F64),
+        "5.2",
+        "batched matmul",
+        value=getattr(got, "shape", None),
+        got=got,
+    )
     with pytest.raises(OpError, match=r"matmul.*\(2, 3\).*\(2, 3\)"):
         infer_matmul(Spec((2, 3), F32), Spec((2, 3), F32))
     with pytest.raises(OpError, match="matmul"):
@@ -179,6 +192,7 @@ def test_infer_reduce_matches_registry(shape, dtype, axis, keepdims):
         got == expected,
         "5.3",
         "infer_reduce disagrees with the registry",
+        value=getattr(got, "shape", -1),  # -1: an OpError, as the registry raised
         a=str(a),
         axis=axis,
         keepdims=keepdims,
@@ -190,8 +204,18 @@ def test_infer_reduce_matches_registry(shape, dtype, axis, keepdims):
 @graded("5.3", points=1)
 def test_infer_reduce_examples():
     a = Spec((2, 3, 4), F32)
-    check(infer_reduce(a, (0, -1)).shape == (3,), "5.3", "axis=(0, -1)")
-    check(infer_reduce(a, 1, keepdims=True).shape == (2, 1, 4), "5.3", "keepdims")
+    check(
+        infer_reduce(a, (0, -1)).shape == (3,),
+        "5.3",
+        "axis=(0, -1)",
+        value=infer_reduce(a, (0, -1)).shape,
+    )
+    check(
+        infer_reduce(a, 1, keepdims=True).shape == (2, 1, 4),
+        "5.3",
+        "keepdims",
+        value=infer_reduce(a, 1, keepdims=True).shape,
+    )
     check(infer_reduce(Spec((3,), B), None) == Spec((), I64), "5.3", "sum of bools is int64")
     with pytest.raises(OpError, match="axis 3"):
         infer_reduce(a, 3)

@@ -128,6 +128,7 @@ def test_compiled_identities_match_eager_on_special_values(rule, seed):
         ops == (1 if rule in ("add0", "mul0") else 0),
         "6.6",
         f"{rule}: only x*1, x/1, x-0 and x+(-0.0) are identities",
+        value=ops,
         graph=str(compiled.graph),
     )
     same = np.array_equal(got, want, equal_nan=True) and np.array_equal(
@@ -154,7 +155,13 @@ def test_compose_views_cases():
     p = node(g, "permute", node(g, "permute", x, order=(1, 2, 0)), order=(1, 2, 0))
     got = compose_views(p)
     check(got is p and p.inputs == [x], "6.7", "two permutes become one permute of x", got=got)
-    check(p.attrs["order"] == (2, 0, 1), "6.7", "wrong composed order", got=p.attrs["order"])
+    check(
+        p.attrs["order"] == (2, 0, 1),
+        "6.7",
+        "wrong composed order",
+        value=p.attrs["order"],
+        got=p.attrs["order"],
+    )
     r = node(g, "reshape", node(g, "reshape", x, shape=(6, 4)), shape=(4, 6))
     got = compose_views(r)
     check(got is r and r.inputs == [x], "6.7", "reshape of reshape reads x directly", got=got)
@@ -179,9 +186,9 @@ def test_permute_pairs_compile_to_eager(p, q, seed):
     g = minitorch.jit(fn).trace(x)
     before = outputs(g, [x])
     compiled = g.compile(passes=["simplify", "dce"])
-    check(
-        same_outputs(before, [compiled(x).numpy()]), "6.7", "compiled differs from eager", p=p, q=q
-    )
+    got = compiled(x).numpy()
+    check(same_outputs(before, [got]), "6.7", "compiled differs from eager", value=got, p=p, q=q)
     n_perm = compiled.graph.op_names().count("permute")
     check(n_perm <= 1, "6.7", "two permutes must become at most one", graph=str(compiled.graph))
-    check(compiled.graph.op_names().count("reshape") == 1, "6.7", "two reshapes must become one")
+    n_reshape = compiled.graph.op_names().count("reshape")
+    check(n_reshape == 1, "6.7", "two reshapes must become one", value=n_reshape)

@@ -139,7 +139,7 @@ def make_input(rng, values: np.ndarray, kind: str) -> TensorData:
 
 def expanded(values_row: np.ndarray, shape: tuple) -> TensorData:
     """A stride-0 view: ``values_row`` (the last axes) repeated along the leading axes."""
-    row = np.ascontiguousarray(values_row)
+    row = np.ascontiguousarray(values_row).reshape(np.shape(values_row))  # keeps a 0-d row 0-d
     lead = len(shape) - row.ndim
     st_row = [s // row.itemsize for s in row.strides] if row.size else [1] * row.ndim
     return TensorData(row.reshape(-1), tuple(shape), tuple([0] * lead + st_row), 0)

@@ -28,9 +28,10 @@ def test_example_non_commutative_with_constant():
     g = trace_function(lambda x, y: (x - y) * 2.0, [Spec((2,), F32), Spec((2,), F32)])
     names = {g.inputs[0]: "a0", g.inputs[1]: "a1"}
     lines = body_lines(g, names)
-    check(len(lines) == 2, "7.7", "one statement per op", lines=lines)
+    check(len(lines) == 2, "7.7", "one statement per op", value=len(lines), lines=lines)
     f = _scalar_fn(g, lines, names)
-    check(f(np.float32(5), np.float32(2)) == 6, "7.7", "(5 - 2) * 2 is 6", lines=lines)
+    got = f(np.float32(5), np.float32(2))
+    check(got == 6, "7.7", "(5 - 2) * 2 is 6", value=got, lines=lines)
     check(names[g.outputs[0]] != "a0", "7.7", "name every op's result in names", names=str(names))
 
 

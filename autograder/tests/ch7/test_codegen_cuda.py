@@ -47,9 +47,10 @@ def test_cuda_fused_chain_reads_each_input_once(request):
             and traffic.max_reads_per_element(x) == size // x.numpy().size,
             "7.7",
             "the fused kernel reads each input element once per output element that needs it",
+            value=(traffic.reads(x), traffic.max_reads_per_element(x)),
             reads=traffic.reads(x),
         )
         check(traffic.writes(out) == size, "7.7", "write each output element once",
-              writes=traffic.writes(out))  # fmt: skip
+              value=traffic.writes(out), writes=traffic.writes(out))  # fmt: skip
         check(traffic.summary()["global_writes"] < 2 * size, "7.7",
               "one kernel, one output: no intermediate array (eager writes one per op)", summary=traffic.summary())  # fmt: skip

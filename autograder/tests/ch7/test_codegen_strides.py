@@ -20,11 +20,16 @@ def _positions(d, out_shape, strides):
 
 @graded("7.6", points=1)
 def test_examples():
-    check(loop_strides((3, 1), (1, 1), (2, 3, 4)) == (0, 1, 0), "7.6", "(3,1) over (2,3,4)")
-    check(loop_strides((4,), (-1,), (2, 4)) == (0, -1), "7.6", "keep a negative stride")
-    check(loop_strides((2, 3), (1, 2), (2, 3)) == (1, 2), "7.6", "same shape: strides as they are")
-    check(loop_strides((), (), (5,)) == (0,), "7.6", "a 0-d input is read everywhere")
-    check(loop_strides((1, 1), (5, 5), (1, 1)) == (0, 0), "7.6", "size-1 axes read one element")
+    got = loop_strides((3, 1), (1, 1), (2, 3, 4))
+    check(got == (0, 1, 0), "7.6", "(3,1) over (2,3,4)", value=got)
+    got = loop_strides((4,), (-1,), (2, 4))
+    check(got == (0, -1), "7.6", "keep a negative stride", value=got)
+    got = loop_strides((2, 3), (1, 2), (2, 3))
+    check(got == (1, 2), "7.6", "same shape: strides as they are", value=got)
+    got = loop_strides((), (), (5,))
+    check(got == (0,), "7.6", "a 0-d input is read everywhere", value=got)
+    got = loop_strides((1, 1), (5, 5), (1, 1))
+    check(got == (0, 0), "7.6", "size-1 axes read one element", value=got)
 
 
 @graded("7.6", points=2)
@@ -39,7 +44,9 @@ def test_reads_the_broadcast_element(sh, kind, data):
         values = rng.standard_normal(shape).astype(np.float32)
         d = make_input(rng, values, kind)
         got = loop_strides(d.shape, d.strides, out_shape)
-        check(len(got) == len(out_shape), "7.6", "one stride per output axis", got=got)
+        check(
+            len(got) == len(out_shape), "7.6", "one stride per output axis", value=len(got), got=got
+        )
         expected = np.broadcast_to(values, out_shape).reshape(-1)
         pos = _positions(d, out_shape, got)
         ok = all(0 <= p < d.storage.size for p in pos) and np.array_equal(
@@ -49,6 +56,7 @@ def test_reads_the_broadcast_element(sh, kind, data):
             ok,
             "7.6",
             "reading with these strides gives the wrong elements",
+            value=pos,
             shape=shape,
             strides=d.strides,
             out_shape=out_shape,

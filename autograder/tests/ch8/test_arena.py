@@ -24,23 +24,54 @@ def test_bind_views_share_the_arena():
         Buffer(7, 0, F32, 1, 2, [7], offset=0),
     ]
     views = bind_views(arena, bs)
-    check(sorted(views) == [3, 5, 7], "8.8", "one view per buffer, by slot", got=sorted(views))
+    check(
+        sorted(views) == [3, 5, 7],
+        "8.8",
+        "one view per buffer, by slot",
+        value=sorted(views),
+        got=sorted(views),
+    )
     v, w = views[3], views[5]
-    check(v.dtype == F32 and v.shape == (2,), "8.8", "2 float32 in 8 bytes", got=(v.dtype, v.shape))
-    check(w.dtype == I64 and w.shape == (3,), "8.8", "3 int64 in 24 bytes", got=(w.dtype, w.shape))
-    check(views[7].size == 0, "8.8", "an empty buffer gets an empty view", got=views[7].shape)
+    check(
+        v.dtype == F32 and v.shape == (2,),
+        "8.8",
+        "2 float32 in 8 bytes",
+        value=v.shape,
+        got=(v.dtype, v.shape),
+    )
+    check(
+        w.dtype == I64 and w.shape == (3,),
+        "8.8",
+        "3 int64 in 24 bytes",
+        value=w.shape,
+        got=(w.dtype, w.shape),
+    )
+    check(
+        views[7].size == 0,
+        "8.8",
+        "an empty buffer gets an empty view",
+        value=views[7].size,
+        got=views[7].shape,
+    )
     v[:] = [1.0, 2.0]
     w[:] = [5, 6, 7]
     check(
         np.array_equal(arena[64:72].view(F32), [1.0, 2.0]),
         "8.8",
         "writes through the view must land at its offset in the arena (no copy)",
+        value=arena[64:72].view(F32),
     )
-    check(np.array_equal(arena[128:152].view(I64), [5, 6, 7]), "8.8", "byte offsets, not elements")
+    check(
+        np.array_equal(arena[128:152].view(I64), [5, 6, 7]),
+        "8.8",
+        "byte offsets, not elements",
+        value=arena[128:152].view(I64),
+    )
     check(
         not arena[72:128].any() and not arena[152:].any() and not arena[:64].any(),
         "8.8",
         "nothing outside the buffers' bytes is touched",
+        value=arena,
     )
 
 
@@ -58,6 +89,7 @@ def test_arena_runner_matches_plain_plan(prog):
         planned.runner.allocations == 2,
         "8.8",
         "each call must run in a fresh arena",
+        value=planned.runner.allocations,
         allocations=planned.runner.allocations,
     )
     same = all(np.array_equal(a, b, equal_nan=True) for a, b in zip(as_list(got1), want))
@@ -91,6 +123,7 @@ def test_arena_is_reused_and_outputs_never_alias_it():
         runner.allocations == 1,
         "8.8",
         "with keep, one arena for every call",
+        value=runner.allocations,
         allocations=runner.allocations,
     )
     check(

@@ -22,6 +22,14 @@ def T(a):
     return minitorch.tensor(np.asarray(a, dtype=np.float32))
 
 
+def _flat(shapes) -> list | tuple:
+    """Shapes as one list of numbers, each rank then its dims (``()`` when they are not shapes)."""
+    try:
+        return [x for s in shapes for x in (len(s), *s)]
+    except TypeError:
+        return ()
+
+
 def _raises(fn) -> str | None:
     try:
         fn()
@@ -130,9 +138,21 @@ def test_jit_retraces_only_when_a_guard_breaks():
     jf(minitorch.mark_dynamic(x, 0), minitorch.mark_dynamic(y, 0))
     for b in (5, 9, 2, 13):
         call((b, 3), (b, 3))
-    check(jf.trace_count == 1, "9.7", "new batch sizes must not retrace", traces=jf.trace_count)
+    check(
+        jf.trace_count == 1,
+        "9.7",
+        "new batch sizes must not retrace",
+        value=jf.trace_count,
+        traces=jf.trace_count,
+    )
     call((5, 4), (5, 4))
-    check(jf.trace_count == 2, "9.7", "a static dim changed: retrace", reasons=jf.recompiles)
+    check(
+        jf.trace_count == 2,
+        "9.7",
+        "a static dim changed: retrace",
+        value=jf.trace_count,
+        reasons=jf.recompiles,
+    )
     check("x.shape[1]" in jf.recompiles[-1], "9.7", "name the static dim", got=jf.recompiles)
     try:
         jf(T(np.ones((5, 3))), T(np.ones((6, 3))))
@@ -164,7 +184,13 @@ def test_respecialize_reinfers_every_node_on_a_copy():
     before = [n.spec for n in g.nodes]
     g2 = respecialize(g, [Spec((7, 3), F32), Spec((3,), F32)])
     got = [n.spec.shape for n in g2.nodes]
-    check(got == [(7, 3), (3,), (7, 3), (7,)], "9.8", "every spec re-inferred", got=got)
+    check(
+        got == [(7, 3), (3,), (7, 3), (7,)],
+        "9.8",
+        "every spec re-inferred",
+        value=_flat(got),
+        got=got,
+    )
     check([n.spec for n in g.nodes] == before, "9.8", "the cached graph must not change")
     check(all(a is not b for a, b in zip(g.nodes, g2.nodes)), "9.8", "return a copy")
     check(g2.outputs[0] is g2.nodes[-1], "9.8", "the copy's outputs are its own nodes")
@@ -245,6 +271,7 @@ def test_respecialized_graph_equals_a_trace_at_that_size(case):
             [n.spec for n in got.nodes] == [n.spec for n in traced.nodes],
             "9.8",
             f"specs at batch {b} must be those of a trace at batch {b}",
+            value=_flat([n.spec.shape for n in got.nodes]),
             got=str(got),
             expected=str(traced),
         )
@@ -277,8 +304,8 @@ def test_dynamic_batch_programs_give_eager_answers_with_one_trace(case):
         got = jf(x, w)
         for g_, w_ in zip(got, want):
             assert_close(g_.numpy(), w_.numpy(), "9.8", rtol=1e-4, atol=1e-5, batch=b, steps=steps)
-    check(
-        jf.trace_count == 1 + len(small),
+    check(  # at most: an earlier example with the same steps may have traced some already
+        jf.trace_count <= 1 + len(small),
         "9.8",
         "one trace for every batch size >= 2",
         got=jf.recompiles,
@@ -313,6 +340,7 @@ def test_last_smaller_batch_of_an_epoch_does_not_retrace():
         "9.8",
         "the smaller last batch is the only retrace (it makes the batch dim dynamic); "
         "the next epoch and a new size reuse the graphs",
+        value=jf.trace_count,
         traces=jf.trace_count,
         reasons=jf.recompiles,
     )

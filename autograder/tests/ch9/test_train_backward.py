@@ -50,9 +50,22 @@ def test_order_is_reverse_topological_and_complete():
                 continue
             want.add(n)
             stack.extend(n.inputs)
-        check(set(order) == want, "9.1", "missing or extra nodes", got=len(order), want=len(want))
+        check(
+            set(order) == want,
+            "9.1",
+            "missing or extra nodes",
+            value=len(order),
+            got=len(order),
+            want=len(want),
+        )
         for x, g in zip(xs, needs):
-            check((x.node in pos) == g, "9.1", "an input's presence is wrong", input=x.node)
+            check(
+                (x.node in pos) == g,
+                "9.1",
+                "an input's presence is wrong",
+                value=x.node in pos,
+                input=x.node,
+            )
 
 
 @graded("9.1", points=1)
@@ -67,7 +80,13 @@ def test_order_of_a_value_without_grad_is_empty_and_deep_graphs_work():
 
     tracer, stt, xs, out = trace_with_grads(deep, [(2,)], [True])
     order = backward_order(out.node, stt.grad_nodes)
-    check(len(order) == 3002 and order[-1] is xs[0].node, "9.1", "a deep chain", got=len(order))
+    check(
+        len(order) == 3002 and order[-1] is xs[0].node,
+        "9.1",
+        "a deep chain",
+        value=len(order),
+        got=len(order),
+    )
 
 
 # ---------------------------------------------------------------- 9.2

@@ -45,6 +45,7 @@ def test_generated_function_runs_the_plan():
                 np.array_equal(a.to_numpy(), b.to_numpy()),
                 "9.5",
                 "the generated function differs from run_plan",
+                value=a.to_numpy(),
                 src=src,
             )
         w.assign_(w * 3.0)  # a constant's data changes between calls: read it at every call
