@@ -135,6 +135,7 @@ class _Guard:
         self.libs = tuple({os.path.join(os.path.realpath(p), "") for p in libs})
         self.sites = set(sites)
         self.busy: set[int] = set()
+        self.kinds: dict[str, str] = {}  # file name -> kind
         self.boot = sys._getframe(2).f_code  # the child's bootstrap, a string: the grader's
         try:
             self.log = open(log, "a", encoding="utf-8") if log else None  # noqa: SIM115
@@ -156,26 +157,19 @@ class _Guard:
     def refusal(self, event: str, args: tuple) -> str:
         """Why this event is refused, or ''."""
         if event == "open":
-            path = args[0]
-            if isinstance(path, (str, bytes)):
-                p = os.fsdecode(path)
-                if p.startswith("/proc/") and p.rstrip("/").endswith(("/mem", "/pagemap")):
-                    return "reading process memory"
+            p = os.fsdecode(args[0])
+            if p.startswith("/proc/") and p.rstrip("/").endswith(("/mem", "/pagemap")):
+                return "reading process memory"
             return ""
-        if event == "object.__getattr__" and args[1] not in FRAME_ATTRS:
-            return ""
-        if event == "compile":  # code claiming to be a library's must be that library's
-            name = args[1]
-            if not isinstance(name, str) or self.kind(name) == "learner":
-                return ""
-            what = "code"
-        else:
-            what = EVENTS[event]
+        what = "code" if event == "compile" else EVENTS[event]
         frame = sys._getframe(2)  # past this method and the hook: the audited call's frame
-        asker = None
+        asker, kinds = None, self.kinds
         while frame is not None:
             code = frame.f_code
-            kind = "grader" if code is self.boot else self.kind(code.co_filename)
+            kind = kinds.get(code.co_filename) or kinds.setdefault(
+                code.co_filename, self.kind(code.co_filename)
+            )
+            kind = "grader" if code is self.boot else kind
             if asker is not None:  # a library asked: is learner code beneath it?
                 if kind == "learner":
                     return f"{asker} called from learner code"
@@ -204,6 +198,17 @@ class _Guard:
     def __call__(self, event: str, args: tuple) -> None:
         if event not in WATCHED:  # most events: one set lookup
             return
+        if event == "object.__getattr__":  # f_code, __code__: as cheap as possible
+            if args[1] not in FRAME_ATTRS:
+                return
+        elif event == "open":
+            if not isinstance(args[0], (str, bytes)) or not os.fsdecode(args[0]).startswith(
+                "/proc/"
+            ):
+                return
+        elif event == "compile":  # code claiming to be a library's must be that library's
+            if not isinstance(args[1], str) or self.kind(args[1]) == "learner":
+                return
         me = threading.get_ident()
         if me in self.busy:
             return

@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from . import wire
 
@@ -50,6 +50,9 @@ settings.register_profile(
     max_examples=25,
     print_blob=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    # No explain phase: after a failure it traces the test line by line (sys.settrace),
+    # which doubled the time a stub's failing tests take and adds little to the message.
+    phases=[p for p in Phase if p is not Phase.explain],
 )
 settings.load_profile("grading")
 
