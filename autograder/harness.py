@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import statistics
 import sys
 import time
@@ -235,7 +236,14 @@ def one_thread():
 _NO_VALUE = object()
 
 
-def check(ok: bool, exercise: str, message: str, value=_NO_VALUE, **inputs) -> None:
+def check(
+    ok: bool,
+    exercise: str,
+    message: str,
+    value=_NO_VALUE,
+    tol: tuple[float, float] | None = None,
+    **inputs,
+) -> None:
     """Assert with a message that names the exercise and shows a small failing input.
 
     ``ok`` must be a ``bool`` (or numpy's), or a builtin value whose truth is
@@ -247,18 +255,47 @@ def check(ok: bool, exercise: str, message: str, value=_NO_VALUE, **inputs) -> N
     with the record and the parent compares it with what the references sent
     at that place (:mod:`autograder.oracle`): a made-up record must then
     carry the right answer.
+
+    ``tol=(rtol, atol)``: floats in ``value`` that a correct implementation may
+    compute another way (a sum in another order, a fused kernel) are compared
+    with this tolerance; the parent takes it from the reference run's record,
+    never from the learner's.
     """
     good = type(ok) in _HONEST_TRUTH
     sent, why = (None, "") if value is _NO_VALUE else wire.plain(value)
     error = "" if good else f"check() got a {type(ok).__name__}, not a bool"
+    extra = {} if tol is None or sent is None else {"rtol": float(tol[0]), "atol": float(tol[1])}
     wire.send_check("truth", ok=bool(ok) if good else False, value=sent,
-                    error=error or (why and f"the checked value is {why}"))  # fmt: skip
+                    error=error or (why and f"the checked value is {why}"), **extra)  # fmt: skip
     if good and ok:
         return
     if not good:
         message = f"{message} (the check's value is a {type(ok).__name__}, not a bool)"
     shown = "\n".join(f"  {k} = {_short(v)}" for k, v in inputs.items())
     raise AssertionError(f"Exercise {exercise}: {message}" + (f"\n{shown}" if shown else ""))
+
+
+def text(x) -> np.ndarray:
+    """``x`` (names, flags, nested lists and dicts, enums) as bytes a ``check`` can carry.
+
+    ``check(got == (False, R.SPACE), ..., value=text(got))`` sends the answer
+    itself, not only whether it was right. Sets are sorted and other objects
+    written with ``str``, so the same answer always gives the same bytes; keep
+    out what differs between correct implementations (ids, addresses, messages).
+    """
+
+    def norm(v):
+        if isinstance(v, (set, frozenset)):
+            return sorted((norm(i) for i in v), key=repr)
+        if isinstance(v, (list, tuple)):
+            return [norm(i) for i in v]
+        if isinstance(v, dict):
+            return [[norm(k), norm(i)] for k, i in sorted(v.items(), key=lambda kv: repr(kv[0]))]
+        if isinstance(v, np.generic):
+            return v.item()
+        return v if type(v) in (bool, int, float, str, type(None)) else str(v)
+
+    return np.frombuffer(json.dumps(norm(x)).encode(), dtype=np.uint8).copy()
 
 
 def assert_close(actual, expected, exercise: str, rtol=1e-5, atol=1e-6, **inputs) -> None:

@@ -12,9 +12,11 @@ counts only with exactly the comparisons the reference run made, in order.
 Tests draw their inputs with fixed seeds (hypothesis ``derandomize=True``),
 so a correct submission meets the same inputs and sends the same sequence.
 
-A ``check`` without a ``value`` carries only a truth value, so a test made
-of those alone is protected by the order and count; see the threat model in
-CONTRIBUTING.md. Benchmarks are not recorded (they earn nothing
+A ``check`` without a ``value`` carries only a truth value, which learner
+code could send made up: so every graded test makes at least one comparison
+whose value the oracle holds (``tests/test_grader_oracle.py``), and a check's
+``tol=`` (floats a correct implementation computes another way) is taken from
+the reference run's record. Benchmarks are not recorded (they earn nothing
 until their exercise's tests pass).
 
 The file is hidden from the grading child like the vault, and is a grader
@@ -55,7 +57,10 @@ def entry(ev: dict):
     """What the oracle keeps of one check record of the reference run: 0 for a bare
     ``check``, ``{"v": value}`` for one with a value, ``{"e": expected, ...}`` for a close."""
     if ev.get("how") != "close":
-        return {"v": ev["value"]} if "value" in ev else 0
+        if "value" not in ev:
+            return 0
+        tol = {k: ev[k] for k in ("rtol", "atol") if k in ev}
+        return {"v": ev["value"], **tol}
     return {"e": ev.get("expected"), "rtol": ev.get("rtol"), "atol": ev.get("atol")}
 
 
@@ -96,7 +101,9 @@ def judge(entries: list, index: int, ev: dict) -> tuple[bool, str]:
         except (ValueError, TypeError, KeyError):
             return False, "an unreadable checked value"
         if got.dtype.kind == "f" or right.dtype.kind == "f":
-            same = got.shape == right.shape and np.allclose(got, right, FLOOR[0], FLOOR[1], True)
+            rtol = min(max(want.get("rtol", 0), FLOOR[0]), wire.TOL_CAP)  # the reference's tol=
+            atol = min(max(want.get("atol", 0), FLOOR[1]), wire.TOL_CAP)
+            same = got.shape == right.shape and np.allclose(got, right, rtol, atol, True)
         else:
             same = got.shape == right.shape and bool((got == right).all())
         if not same:

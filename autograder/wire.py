@@ -125,6 +125,8 @@ def send_check(how: str, ok: bool = True, actual=None, expected=None, rtol=0.0, 
                 else None
             )
             record["value"] = _encode(value, idx)
+            if rtol or atol:  # the check's own tolerance for floats computed another way
+                record.update(rtol=float(rtol), atol=float(atol))
     else:
         idx = None
         if actual is not None and expected is not None and actual.size > SAMPLE:

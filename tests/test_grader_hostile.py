@@ -15,8 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 STUB = 'raise NotImplementedError("Exercise 1.3: strides_from_shape")'
-ATTACKS = sorted(p.stem for p in HOSTILE.glob("*.py") if not p.stem.startswith("known_gap"))
-GAPS = sorted(p.stem for p in HOSTILE.glob("known_gap_*.py"))
+ATTACKS = sorted(p.stem for p in HOSTILE.glob("*.py"))
 
 
 @pytest.fixture
@@ -78,7 +77,7 @@ def test_attack_earns_nothing(repo, attack):
     site_packages = [Path(p) for p in sys.path if p.endswith("site-packages")]
     try:
         plant(repo, attack)
-        data = grade(repo)
+        data = grade(repo, "--exercise", target(attack))
         if attack == "pth_file":  # the planted .pth must not change the next run either
             data = grade(repo)
     finally:
@@ -156,15 +155,3 @@ def test_planting_a_correct_answer_earns_full_marks(repo):
     path.write_text(path.read_text().replace(STUB, honest))
     data = grade(repo)
     assert data["score"] == data["max_score"] == 2
-
-
-@pytest.mark.xfail(strict=True, reason="a check() record carries only a truth value")
-@pytest.mark.parametrize("attack", GAPS)
-def test_known_gap_still_earns_points(repo, attack):
-    """Attacks the parent's own comparisons cannot stop yet (CONTRIBUTING.md, threat model).
-
-    Strict xfail: when a gap closes, this fails and the
-    fixture moves to the attacks above.
-    """
-    plant(repo, attack)
-    assert grade(repo, "--exercise", target(attack))["score"] == 0

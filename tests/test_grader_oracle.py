@@ -26,13 +26,15 @@ def _record(actual: np.ndarray, expected: np.ndarray, rtol=1e-5, atol=1e-6) -> d
             "actual": wire._encode(actual, None), "expected": wire._encode(expected, None)}  # fmt: skip
 
 
-def test_every_graded_test_is_recorded_and_most_compare_values(recorded):
+def test_every_graded_test_is_recorded_and_compares_a_value(recorded):
+    """A test of bare truths alone could be forged by sending ``True`` as often as it checks."""
     from autograder import manifest
 
     tests = [i.nodeid for c in manifest.chapters() for i in manifest.graded_items(c)
              if i.kind == "test"]  # fmt: skip
     assert sorted(recorded) == sorted(tests)
-    assert sum(any(e != 0 for e in v) for v in recorded.values()) >= 100
+    bare = [node for node, entries in recorded.items() if all(e == 0 for e in entries)]
+    assert not bare, f"{len(bare)} graded tests compare no value the oracle holds: {bare[:5]}"
 
 
 def test_the_reference_runs_value_is_what_counts(recorded):
@@ -66,3 +68,34 @@ def test_a_checked_value_must_be_the_reference_runs(recorded):
     ok, why = oracle.judge(recorded[node], i, wrong)
     assert not ok and "differs" in why
     assert not oracle.judge(recorded[node], i, {"how": "truth", "ok": True})[0]  # no value sent
+
+
+def test_a_checks_tolerance_is_the_reference_runs():
+    """``check(..., value=x, tol=(rtol, atol))``: the recorded tolerance, never the learner's."""
+    right = np.array([1.0, 2.0, 3.0])
+    want = oracle.entry({"how": "truth", "ok": True, "value": wire._encode(right, None),
+                         "rtol": 1e-3, "atol": 0.0})  # fmt: skip
+    assert want["rtol"] == 1e-3
+
+    def sent(x, **tol):
+        return {"how": "truth", "ok": True, "value": wire._encode(np.asarray(x), None), **tol}
+
+    assert oracle.judge([want], 0, sent(right * (1 + 5e-4)))[0]
+    assert not oracle.judge([want], 0, sent(right * (1 + 5e-3)))[0]
+    assert not oracle.judge([want], 0, sent(right * (1 + 5e-3), rtol=0.05, atol=0.05))[0]
+    assert not oracle.judge([oracle.entry(sent(right))], 0, sent(right * (1 + 5e-4)))[0]
+
+
+def test_text_values_are_canonical():
+    """``harness.text``: the same answer gives the same bytes, whatever the set's order."""
+    import enum
+
+    from autograder.harness import text
+
+    class Why(enum.Enum):
+        SPACE = "space"
+
+    a = text((False, Why.SPACE, {"b", "a"}, {2: "x", 1: None}, np.int64(3)))
+    b = text([False, Why.SPACE, {"a", "b"}, {1: None, 2: "x"}, 3])
+    assert a.dtype == np.uint8 and bytes(a) == bytes(b)
+    assert bytes(text((True, Why.SPACE))) != bytes(text((False, Why.SPACE)))

@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 
 import minitorch
-from autograder.harness import assert_close, check, graded
+from autograder.harness import assert_close, check, graded, text
 from minitorch import OpError
 from minitorch.fast.cnn import DigitsCNN
 from minitorch.nn.train import mlp
@@ -108,8 +108,14 @@ def test_dynamic_dims_refuses_shape_dependent_programs():
 
     a = minitorch.jit(branchy).trace(minitorch.randn(4, 2))
     b = minitorch.jit(branchy).trace(minitorch.randn(5, 2))
-    with pytest.raises(OpError, match="onnx.export"):
+    with pytest.raises(OpError, match="onnx.export") as e:
         dynamic_dims(a, b)
+    check(
+        isinstance(e.value, OpError),
+        "10.5",
+        'the program branches on the batch size: refuse with OpError("onnx.export", ...)',
+        value=text(e.value.op),
+    )
 
     def longer(x):
         for _ in range(x.shape[0]):
@@ -118,16 +124,28 @@ def test_dynamic_dims_refuses_shape_dependent_programs():
 
     a = minitorch.jit(longer).trace(minitorch.randn(2))
     b = minitorch.jit(longer).trace(minitorch.randn(3))
-    with pytest.raises(OpError, match="onnx.export"):
+    with pytest.raises(OpError, match="onnx.export") as e:
         dynamic_dims(a, b)
+    check(
+        isinstance(e.value, OpError),
+        "10.5",
+        'a loop runs once per row: refuse with OpError("onnx.export", ...)',
+        value=text(e.value.op),
+    )
 
     def counted(x):
         return x * minitorch.arange(x.shape[0]).astype(x.dtype)
 
     a = minitorch.jit(counted).trace(minitorch.randn(3))
     b = minitorch.jit(counted).trace(minitorch.randn(4))
-    with pytest.raises(OpError, match="onnx.export"):
+    with pytest.raises(OpError, match="onnx.export") as e:
         dynamic_dims(a, b)
+    check(
+        isinstance(e.value, OpError),
+        "10.5",
+        'a constant was built from the batch size: refuse with OpError("onnx.export", ...)',
+        value=text(e.value.op),
+    )
 
 
 def _matches_at_several_batch_sizes(model, shape):
@@ -235,6 +253,7 @@ def test_an_op_without_mapping_names_it_and_the_custom_op_route():
         "register_onnx" in str(info.value),
         "10.6",
         "the hint must name register_onnx",
+        value=text([info.value.op, name in str(info.value), "register_onnx" in str(info.value)]),
         err=info.value,
     )
 

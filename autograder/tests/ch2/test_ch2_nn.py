@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minitorch
-from autograder.harness import assert_close, check, graded
+from autograder.harness import assert_close, check, graded, text
 from minitorch.core.errors import OpError
 from minitorch.nn import SGD, Adam, Linear, Module, Parameter, ReLU, Sequential, find_parameters
 from minitorch.nn.functional import cross_entropy, log_softmax
@@ -115,7 +117,7 @@ def test_find_parameters_walks_modules_lists_and_dicts():
     net = Sequential(Linear(2, 3), ReLU(), Linear(3, 1))
     names = [n for n, _ in find_parameters(net)]
     want = ["layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias"]
-    check(names == want, "2.11", f"got {names}, expected {want}")
+    check(names == want, "2.11", f"got {names}, expected {want}", value=text(names))
     block = _Block()
     names = [n for n, _ in find_parameters(block, "m")]
     want = [
@@ -126,7 +128,7 @@ def test_find_parameters_walks_modules_lists_and_dicts():
         "m.layers.2.0.bias",
         "m.table.emb",
     ]
-    check(names == want, "2.11", f"got {names}, expected {want}")
+    check(names == want, "2.11", f"got {names}, expected {want}", value=text(names))
     check(
         all(isinstance(p, Parameter) for _, p in find_parameters(block)),
         "2.11",
@@ -184,7 +186,13 @@ def test_sgd_optimizer_trains_and_checks_state_shapes():
         opt.zero_grad()
         (w * w).sum().backward()
         opt.step()
-    check(float(abs(w).max().item()) < 0.1, "2.12", f"SGD should minimise w*w, got w = {w.numpy()}")
+    check(
+        float(abs(w).max().item()) < 0.1,
+        "2.12",
+        f"SGD should minimise w*w, got w = {w.numpy()}",
+        value=w.numpy(),
+        tol=(1e-4, 1e-5),  # all your code (MODE=integrated) may sum gradients in another order
+    )
 
     class Net(Module):
         def __init__(self):
@@ -196,8 +204,15 @@ def test_sgd_optimizer_trains_and_checks_state_shapes():
     opt.step()
     net.fc = Linear(2, 3)  # replaced with a different shape between steps
     net.fc(minitorch.ones(1, 2)).sum().backward()
-    with pytest.raises(RuntimeError, match=r"fc.weight.*\(2, 3\).*\(2, 2\)"):
+    with pytest.raises(RuntimeError, match=r"fc.weight.*\(2, 3\).*\(2, 2\)") as e:
         opt.step()
+    named = re.search(r"(fc.weight).*(\(2, 3\)).*(\(2, 2\))", str(e.value))
+    check(
+        named is not None,
+        "2.12",
+        "the error names the parameter and both shapes",
+        value=text(named.groups() if named else None),
+    )
 
 
 # ---------------------------------------------------------------- 2.13

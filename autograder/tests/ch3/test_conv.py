@@ -186,7 +186,8 @@ def test_logsumexp_infinite_rows():
 
 @graded("3.7", points=3)
 def test_cnn_trains_on_digits():
-    from minitorch.fast.cnn import train_digits_cnn
+    from minitorch.fast.cnn import DigitsCNN, train_digits_cnn
+    from minitorch.nn.data import load_digits
 
     _, history = train_digits_cnn(seed=0)
     acc = history["test_acc"][-1]
@@ -195,4 +196,16 @@ def test_cnn_trains_on_digits():
         "3.7",
         f"the CNN reached {acc:.1%} test accuracy, expected at least 97%",
         accuracy_per_epoch=[round(a, 3) for a in history["test_acc"]],
+    )
+    # The untrained network's logits on a few test digits are fixed by its seeded
+    # weights; only the order of the float32 sums may differ between correct kernels.
+    x = load_digits(seed=0)[2][:16]
+    logits = DigitsCNN(seed=0)(minitorch.Tensor(x, dtype=minitorch.float32)).numpy()
+    check(
+        logits.shape == (16, 10) and bool(np.isfinite(logits).all()),
+        "3.7",
+        "the untrained CNN's logits on 16 test digits",
+        value=logits,
+        tol=(1e-4, 1e-5),
+        shape=logits.shape,
     )

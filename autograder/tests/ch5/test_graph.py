@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minitorch
-from autograder.harness import assert_close, check, graded
+from autograder.harness import assert_close, check, graded, text
 from minitorch import OpError, Spec
 from minitorch.tracing import interpret, topological_sort, verify_graph
 
@@ -33,6 +34,31 @@ def _is_topological(order):
     return True
 
 
+def _positions(order, nodes):
+    """Where each entry of ``order`` sits in ``nodes`` (-1 for a stranger), by identity."""
+    where = {id(n): k for k, n in enumerate(nodes)}
+    return [where.get(id(n), -1) for n in order]
+
+
+def _edges_respected(order, nodes):
+    """For each edge (input -> user) among ``nodes``, in ``nodes`` order: does ``order``
+    put the input first? Every valid order gives all True, whichever of them it is."""
+    at = {id(n): k for k, n in enumerate(order)}
+    members = {id(n) for n in nodes}
+    return [
+        at.get(id(i), len(order)) < at.get(id(n), -1)
+        for n in nodes
+        for i in n.inputs
+        if id(i) in members
+    ]
+
+
+def _label(e):
+    """The first ``%name (op)`` in an error message: the node it names."""
+    m = re.search(r"%\w+ \(\w+\)", str(e.value))
+    return m.group() if m else None
+
+
 @graded("5.4", points=3)
 @given(st.integers(0, 10_000))
 def test_topological_sort_orders_shuffled_nodes(seed):
@@ -44,12 +70,14 @@ def test_topological_sort_orders_shuffled_nodes(seed):
         sorted(map(id, order)) == sorted(map(id, nodes)),
         "5.4",
         "the result must hold every node exactly once",
+        value=sorted(_positions(order, g.nodes)),
         got=[repr(n) for n in order],
     )
     check(
         _is_topological(order),
         "5.4",
         "a node comes before one of its inputs",
+        value=_edges_respected(order, g.nodes),
         shuffled=[repr(n) for n in nodes],
         got=[repr(n) for n in order],
     )
@@ -63,47 +91,82 @@ def test_topological_sort_is_stable_and_finds_cycles():
         order == g.nodes,
         "5.4",
         "an already sorted list must stay as it is",
+        value=_positions(order, g.nodes),
         got=[repr(n) for n in order],
     )
     ops = g.ops
-    check(topological_sort(ops) == ops, "5.4", "inputs outside the list count as available")
+    got = topological_sort(ops)
+    check(
+        got == ops,
+        "5.4",
+        "inputs outside the list count as available",
+        value=_positions(got, ops),
+    )
     a, b = ops[0], ops[1]  # matmul -> tanh: add a back edge tanh -> matmul
     a.inputs.append(b)
     try:
-        with pytest.raises(OpError, match="cycle"):
+        with pytest.raises(OpError, match="cycle") as e:
             topological_sort(ops)
     finally:
         a.inputs.pop()
+    check(
+        isinstance(e.value, OpError),
+        "5.4",
+        'a cycle raises OpError("topological_sort", ...)',
+        value=text(e.value.op),
+    )
 
 
 @graded("5.5", points=1)
 def test_verify_accepts_traced_graphs():
     g = _graph()
-    check(verify_graph(g) is None, "5.5", "verify_graph returns None on a good graph")
+    got = verify_graph(g)
+    check(
+        got is None,
+        "5.5",
+        "verify_graph returns None on a good graph",
+        value=text([got, [[n.op, str(n.spec)] for n in g.nodes]]),  # and leaves it as it was
+    )
 
 
 @graded("5.5", points=3)
 def test_verify_names_the_broken_node():
     g = _graph()
     g.nodes.reverse()
-    with pytest.raises(OpError, match=r"verify: %\w+ \(\w+\) uses %\w+ before it is defined"):
+    with pytest.raises(OpError, match=r"verify: %\w+ \(\w+\) uses %\w+ before it is defined") as e:
         verify_graph(g)
+    check(  # reversed, the first node walked that uses an undefined value is the last op
+        isinstance(e.value, OpError),
+        "5.5",
+        "name the first node that uses a value before it is defined",
+        value=text(_label(e)),
+    )
 
     g = _graph()
     tanh = g.ops[1]
     tanh.spec = Spec((4, 3), tanh.spec.dtype)
-    with pytest.raises(OpError, match=r"%\w+ \(tanh\) recorded float32\[4,3\].*float32\[2,4\]"):
+    with pytest.raises(
+        OpError, match=r"%\w+ \(tanh\) recorded float32\[4,3\].*float32\[2,4\]"
+    ) as e:
         verify_graph(g)
+    check(isinstance(e.value, OpError), "5.5", "name the tanh node", value=text(_label(e)))
 
     g = _graph()
     g.ops[0].attrs = {"axis": (5,)}  # matmul takes no attributes
-    with pytest.raises(OpError, match=r"verify: %\w+ \(matmul\)"):
+    with pytest.raises(OpError, match=r"verify: %\w+ \(matmul\)") as e:
         verify_graph(g)
+    check(isinstance(e.value, OpError), "5.5", "name the matmul node", value=text(_label(e)))
 
     g = _graph()
     g.outputs.append(minitorch.tracing.Graph().add_input(Spec((1,), minitorch.float32)))
-    with pytest.raises(OpError, match="verify"):
+    with pytest.raises(OpError, match="verify") as e:
         verify_graph(g)
+    check(
+        isinstance(e.value, OpError),
+        "5.5",
+        'a foreign output raises OpError("verify", ...)',
+        value=text(e.value.op),
+    )
 
 
 @graded("5.5", points=1)
@@ -117,8 +180,14 @@ def test_verify_checks_cond_branches():
     node.attrs["false_graph"] = minitorch.tracing.trace_function(
         lambda a: a.sum(axis=0), [Spec((2, 3), minitorch.float32)]
     )
-    with pytest.raises(OpError, match=r"\(cond\)"):
+    with pytest.raises(OpError, match=r"\(cond\)") as e:
         verify_graph(g)
+    check(
+        isinstance(e.value, OpError),
+        "5.5",
+        "name the cond node whose branch does not fit",
+        value=text([e.value.op, _label(e)]),
+    )
 
 
 @graded("5.6", points=2)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import minitorch
-from autograder.harness import assert_close, check, graded
+from autograder.harness import assert_close, check, graded, text
 from minitorch import OpError
 from minitorch.nn.module import Parameter
 from minitorch.tracing import GraphBreakError, Tracer, cache_key
@@ -24,15 +26,27 @@ def test_cache_key_describes_arguments():
         ("static", "str", "relu"),
         ("static", "bool", True),
     )
-    check(key == expected, "5.7", "wrong cache key", got=key, expected=expected)
+    check(key == expected, "5.7", "wrong cache key", value=text(key), got=key, expected=expected)
     check(hash(key) is not None, "5.7", "the key must be hashable")
     same = cache_key((minitorch.zeros(2, 3), 0.5, [1, [2, 3]], "relu", True))
     check(same == key, "5.7", "tensor values must not matter, only shape/dtype/device")
     check(cache_key((1,)) != cache_key((True,)), "5.7", "True and 1 must give different keys")
-    with pytest.raises(OpError, match="argument 1"):
+    with pytest.raises(OpError, match="argument 1") as e:
         cache_key((x, [x]))
-    with pytest.raises(OpError, match="argument 0"):
+    check(
+        isinstance(e.value, OpError),
+        "5.7",
+        "a Tensor in a list names its argument",
+        value=text([e.value.op, re.search(r"argument \d+", str(e.value)).group()]),
+    )
+    with pytest.raises(OpError, match="argument 0") as e:
         cache_key(({"a": 1},))
+    check(
+        isinstance(e.value, OpError),
+        "5.7",
+        "an unhashable static names its argument",
+        value=text([e.value.op, re.search(r"argument \d+", str(e.value)).group()]),
+    )
 
 
 @graded("5.7", points=2)
@@ -113,20 +127,38 @@ def test_cond_rejects_mismatched_branches():
     def bad(x):
         return minitorch.cond(x.sum() > 0, lambda a: a, lambda a: a.sum(axis=0), x)
 
-    with pytest.raises(OpError, match=r"cond.*float32\[2,3\].*float32\[3\]"):
+    with pytest.raises(OpError, match=r"cond.*float32\[2,3\].*float32\[3\]") as e:
         minitorch.jit(bad).trace(minitorch.ones(2, 3))
+    check(
+        isinstance(e.value, OpError),
+        "5.9",
+        'mismatched shapes raise OpError("cond", ...)',
+        value=text(e.value.op),
+    )
 
     def bad_dtype(x):
         return minitorch.cond(x.sum() > 0, lambda a: a, lambda a: a.double(), x)
 
-    with pytest.raises(OpError, match=r"cond.*float64"):
+    with pytest.raises(OpError, match=r"cond.*float64") as e:
         minitorch.jit(bad_dtype).trace(minitorch.ones(2))
+    check(
+        isinstance(e.value, OpError),
+        "5.9",
+        'mismatched dtypes raise OpError("cond", ...)',
+        value=text(e.value.op),
+    )
 
     def bad_pred(x):
         return minitorch.cond(x > 0, lambda a: a, lambda a: -a, x)
 
-    with pytest.raises(OpError, match=r"cond.*one element"):
+    with pytest.raises(OpError, match=r"cond.*one element") as e:
         minitorch.jit(bad_pred).trace(minitorch.ones(2))
+    check(
+        isinstance(e.value, OpError),
+        "5.9",
+        'a predicate of several elements raises OpError("cond", ...)',
+        value=text(e.value.op),
+    )
 
 
 def _two_breaks(x, n):

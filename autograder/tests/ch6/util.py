@@ -60,6 +60,21 @@ def same_outputs(before: list, after: list) -> bool:
     )
 
 
+# The oracle's tolerance for those values: all your code (make grade MODE=integrated) may
+# sum in another order than the references' kernels, a last-bit difference that a
+# cancellation makes larger; the test's own comparison stays bit for bit.
+MODES_TOL = (1e-4, 1e-5)
+
+
+def flat(arrays: list) -> np.ndarray:
+    """The outputs as one float64 vector: what a check's ``value`` carries to the oracle.
+
+    Every correct pass keeps the outputs bit for bit, so every correct run sends the
+    eager values (the oracle allows a last-bit difference between machines)."""
+    parts = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
 def users_consistent(graph) -> bool:
     """Every node's users list holds each user once per input slot that reads the node."""
     want: dict = {n: Counter() for n in graph.nodes}
@@ -79,10 +94,13 @@ def check_pass(ex: str, graph, inputs, run) -> object:
     except minitorch.OpError as e:
         check(False, ex, f"the graph no longer verifies: {e}", graph=str(graph), after=str(g))
     check(users_consistent(g), ex, "users lists disagree with inputs lists", after=str(g))
+    after = outputs(g, inputs)
     check(
-        same_outputs(before, outputs(g, inputs)),
+        same_outputs(before, after),
         ex,
         "the rewritten graph computes something else",
+        value=flat(after),
+        tol=MODES_TOL,
         graph=str(graph),
         after=str(g),
     )

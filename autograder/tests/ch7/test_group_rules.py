@@ -3,7 +3,7 @@ anchor_rule (7.4), on small named graphs with the expected reasons."""
 
 from __future__ import annotations
 
-from autograder.harness import check, graded
+from autograder.harness import check, graded, text
 from minitorch.fusion import UNFUSABLE, Group, anchor_rule, can_fuse, reduce_rule
 from minitorch.fusion import reasons as R
 
@@ -28,15 +28,17 @@ def test_can_fuse_allows_a_chain_and_a_diamond():
     m = node(g, "mul", e, s)  # s is read twice: a diamond
     g.set_outputs([m])
     group = Group(m)
-    check(
-        can_fuse(e, m, group) == (True, None),
-        "7.1",
-        "exp -> mul is a plain chain",
-        got=can_fuse(e, m, group),
-    )
+    got = can_fuse(e, m, group)
+    check(got == (True, None), "7.1", "exp -> mul is a plain chain", got=got, value=text(got))
     group.add(e)
     got = can_fuse(s, e, group)
-    check(got == (True, None), "7.1", "both users of sub are in the group (diamond)", got=got)
+    check(
+        got == (True, None),
+        "7.1",
+        "both users of sub are in the group (diamond)",
+        got=got,
+        value=text(got),
+    )
 
 
 @graded("7.1", points=1)
@@ -51,14 +53,26 @@ def test_can_fuse_refuses_unfusable_ops_first():
     for p in (sm, c, mean):
         user = p.users[0]
         got = can_fuse(p, user, Group(user))
-        check(got == (False, R.UNFUSABLE), "7.1", f"{p.op} cannot be in a loop body", got=got)
+        check(
+            got == (False, R.UNFUSABLE),
+            "7.1",
+            f"{p.op} cannot be in a loop body",
+            got=got,
+            value=text(got),
+        )
     mul = sm.users[0]
     UNFUSABLE.add("tanh")
     try:
         got = can_fuse(t, mul, Group(mul))
     finally:
         UNFUSABLE.discard("tanh")
-    check(got == (False, R.UNFUSABLE), "7.1", "an op marked unfusable stays out", got=got)
+    check(
+        got == (False, R.UNFUSABLE),
+        "7.1",
+        "an op marked unfusable stays out",
+        got=got,
+        value=text(got),
+    )
 
 
 @graded("7.1", points=1)
@@ -73,14 +87,30 @@ def test_can_fuse_iteration_space():
     g.set_outputs([a, a0, m])
     got = can_fuse(eb, a, Group(a))
     check(
-        got == (False, R.SPACE), "7.1", "a broadcast producer has another iteration space", got=got
+        got == (False, R.SPACE),
+        "7.1",
+        "a broadcast producer has another iteration space",
+        got=got,
+        value=text(got),
     )
     got = can_fuse(ez, a0, Group(a0))
-    check(got == (False, R.SPACE), "7.1", "5 values feeding a loop of 0", got=got)
+    check(got == (False, R.SPACE), "7.1", "5 values feeding a loop of 0", got=got, value=text(got))
     got = can_fuse(r, m, Group(m))
-    check(got == (True, None), "7.1", "a reshape keeps the element count: same space", got=got)
+    check(
+        got == (True, None),
+        "7.1",
+        "a reshape keeps the element count: same space",
+        got=got,
+        value=text(got),
+    )
     got = can_fuse(r.inputs[0], r, _grown(m, r))
-    check(got == (True, None), "7.1", "a view is an index map, not a new space", got=got)
+    check(
+        got == (True, None),
+        "7.1",
+        "a view is an index map, not a new space",
+        got=got,
+        value=text(got),
+    )
 
 
 @graded("7.1", points=1)
@@ -94,17 +124,33 @@ def test_can_fuse_outside_value_and_cycle():
     g.set_outputs([c, d, q])
     got = can_fuse(p, c, Group(c))
     check(
-        got == (False, R.CYCLE), "7.1", "p -> softmax -> add: the group would need itself", got=got
+        got == (False, R.CYCLE),
+        "7.1",
+        "p -> softmax -> add: the group would need itself",
+        got=got,
+        value=text(got),
     )
     got = can_fuse(q, d, Group(d))
-    check(got == (False, R.OUTSIDE), "7.1", "a graph output is needed outside", got=got)
+    check(
+        got == (False, R.OUTSIDE),
+        "7.1",
+        "a graph output is needed outside",
+        got=got,
+        value=text(got),
+    )
     g2, (u, v) = graph((3,), (3,))
     s = node(g2, "add", u, v)
     e = node(g2, "exp", s)
     n = node(g2, "neg", s)
     g2.set_outputs([e, n])
     got = can_fuse(s, e, Group(e))
-    check(got == (False, R.OUTSIDE), "7.1", "neg (another group) needs add's value", got=got)
+    check(
+        got == (False, R.OUTSIDE),
+        "7.1",
+        "neg (another group) needs add's value",
+        got=got,
+        value=text(got),
+    )
 
 
 @graded("7.1", points=1)
@@ -118,10 +164,16 @@ def test_can_fuse_size_limits():
     g.set_outputs([v])
     group = _grown(chain[-1], *reversed(chain[1:-1]))  # MAX_OPS ops
     got = can_fuse(chain[0], chain[1], group)
-    check(got == (False, R.LIMIT), "7.1", f"at most {R.MAX_OPS} ops per group", got=got)
+    check(
+        got == (False, R.LIMIT),
+        "7.1",
+        f"at most {R.MAX_OPS} ops per group",
+        got=got,
+        value=text(got),
+    )
     group2 = _grown(chain[-1], *reversed(chain[-4:-1]))  # 4 ops: fine
     got = can_fuse(chain[-5], chain[-4], group2)
-    check(got == (True, None), "7.1", "a small group may grow", got=got)
+    check(got == (True, None), "7.1", "a small group may grow", got=got, value=text(got))
     # 16 inputs read by the group; a producer bringing two more is refused
     acc = xs[0]
     for k in range(1, 16):
@@ -132,12 +184,24 @@ def test_can_fuse_size_limits():
     adds = [n for n in g.ops if n.op == "add"]
     group3 = _grown(top, *reversed(adds[:-1]))
     got = can_fuse(p, top, group3)
-    check(got == (False, R.LIMIT), "7.1", f"at most {R.MAX_INPUTS} inputs per group", got=got)
+    check(
+        got == (False, R.LIMIT),
+        "7.1",
+        f"at most {R.MAX_INPUTS} inputs per group",
+        got=got,
+        value=text(got),
+    )
     q = node(g, "mul", xs[0], xs[1])  # inputs the group already reads: no new input
     top2 = node(g, "add", acc, q)
     g.set_outputs([top2])
     got = can_fuse(q, top2, _grown(top2, *reversed(adds[:-1])))
-    check(got == (True, None), "7.1", "inputs already read do not count twice", got=got)
+    check(
+        got == (True, None),
+        "7.1",
+        "inputs already read do not count twice",
+        got=got,
+        value=text(got),
+    )
 
 
 # ---------------------------------------------------------------- 7.3
@@ -152,14 +216,16 @@ def test_reduce_rule_prologue_and_epilogue():
     q = node(g, "div", s, const(g, 3.0))
     g.set_outputs([q])
     got = reduce_rule(s, q, Group(q))
-    check(got is None, "7.3", "a reduction may take an elementwise epilogue", got=got)
+    check(
+        got is None, "7.3", "a reduction may take an elementwise epilogue", got=got, value=text(got)
+    )
     group = _grown(q, s)
     got = reduce_rule(e, s, group)
-    check(got is None, "7.3", "and an elementwise prologue", got=got)
+    check(got is None, "7.3", "and an elementwise prologue", got=got, value=text(got))
     got = reduce_rule(d, e, _grown(q, s, e))
-    check(got is None, "7.3", "a longer prologue is fine", got=got)
+    check(got is None, "7.3", "a longer prologue is fine", got=got, value=text(got))
     got = reduce_rule(e, q, Group(q))
-    check(got is None, "7.3", "no reduction involved: no objection", got=got)
+    check(got is None, "7.3", "no reduction involved: no objection", got=got, value=text(got))
 
 
 @graded("7.3", points=1)
@@ -169,13 +235,25 @@ def test_reduce_rule_broadcast_back():
     d = node(g, "sub", x, mx)
     g.set_outputs([d])
     got = reduce_rule(mx, d, Group(d))
-    check(got == R.REDUCTION, "7.3", "x - x.max(1): the result is broadcast back", got=got)
+    check(
+        got == R.REDUCTION,
+        "7.3",
+        "x - x.max(1): the result is broadcast back",
+        got=got,
+        value=text(got),
+    )
     g2, (y,) = graph((4, 1))
     s = node(g2, "sum", y, axis=1, keepdims=True)  # folds a size-1 axis: same size
     e = node(g2, "exp", s)
     g2.set_outputs([e])
     got = reduce_rule(s, e, Group(e))
-    check(got is None, "7.3", "a reduction over a size-1 axis keeps the size", got=got)
+    check(
+        got is None,
+        "7.3",
+        "a reduction over a size-1 axis keeps the size",
+        got=got,
+        value=text(got),
+    )
 
 
 @graded("7.3", points=1)
@@ -186,7 +264,7 @@ def test_reduce_rule_one_reduction_per_group():
     s2 = node(g, "max", e, axis=0)  # (1,)
     g.set_outputs([s2])
     got = reduce_rule(s1, e, _grown(s2, e))
-    check(got == R.REDUCTION, "7.3", "a second reduction in one group", got=got)
+    check(got == R.REDUCTION, "7.3", "a second reduction in one group", got=got, value=text(got))
     g, (a, b, y) = graph((4, 6), (6, 1), (4, 3))
     mm = node(g, "matmul", a, b)  # (4, 1)
     s3 = node(g, "sum", node(g, "exp", y), axis=1, keepdims=True)  # (4, 1): same size
@@ -194,7 +272,7 @@ def test_reduce_rule_one_reduction_per_group():
     t = node(g, "mul", relu, s3)  # an epilogue reading a reduction
     g.set_outputs([t])
     got = reduce_rule(s3, t, _grown(t, relu, mm))
-    check(got == R.REDUCTION, "7.3", "no reduction in an anchor's group", got=got)
+    check(got == R.REDUCTION, "7.3", "no reduction in an anchor's group", got=got, value=text(got))
 
 
 @graded("7.3", points=1)
@@ -207,14 +285,20 @@ def test_reduce_rule_both_sides():
     g.set_outputs([a])
     group = _grown(a, v, r)
     got = reduce_rule(p, r, group)
-    check(got == R.REDUCTION, "7.3", "read by the reduction and by its epilogue", got=got)
+    check(
+        got == R.REDUCTION,
+        "7.3",
+        "read by the reduction and by its epilogue",
+        got=got,
+        value=text(got),
+    )
     g2, (y,) = graph((4, 1))
     p2 = node(g2, "exp", y)
     r2 = node(g2, "sum", p2, axis=1)
     a2 = node(g2, "add", r2, const(g2, 1.0))
     g2.set_outputs([a2])
     got = reduce_rule(p2, r2, _grown(a2, r2))
-    check(got is None, "7.3", "read only by the reduction: prologue", got=got)
+    check(got is None, "7.3", "read only by the reduction: prologue", got=got, value=text(got))
 
 
 # ---------------------------------------------------------------- 7.4
@@ -228,15 +312,15 @@ def test_anchor_rule_bias_relu_epilogue():
     r = node(g, "relu", a)
     g.set_outputs([r])
     got = anchor_rule(mm, a, _grown(r, a))
-    check(got is None, "7.4", "matmul + bias + relu is an epilogue", got=got)
+    check(got is None, "7.4", "matmul + bias + relu is an epilogue", got=got, value=text(got))
     got = anchor_rule(a, r, Group(r))
-    check(got is None, "7.4", "not an anchor: no objection", got=got)
+    check(got is None, "7.4", "not an anchor: no objection", got=got, value=text(got))
     g2, (im, k) = graph((1, 2, 5, 5), (3, 2, 3, 3))
     cv = node(g2, "conv2d", im, k)
     rl = node(g2, "relu", cv)
     g2.set_outputs([rl])
     got = anchor_rule(cv, rl, Group(rl))
-    check(got is None, "7.4", "conv2d + relu (the seed's example)", got=got)
+    check(got is None, "7.4", "conv2d + relu (the seed's example)", got=got, value=text(got))
 
 
 @graded("7.4", points=1)
@@ -247,12 +331,12 @@ def test_anchor_rule_needs_an_elementwise_reader():
     r = node(g, "relu", t)
     g.set_outputs([r])
     got = anchor_rule(mm, t, _grown(r, t))
-    check(got == R.ANCHOR, "7.4", "a view right after the anchor", got=got)
+    check(got == R.ANCHOR, "7.4", "a view right after the anchor", got=got, value=text(got))
     mm2 = node(g, "matmul", x, w)
     s = node(g, "sum", mm2, axis=1)
     g.set_outputs([s])
     got = anchor_rule(mm2, s, Group(s))
-    check(got == R.ANCHOR, "7.4", "a reduction after the anchor", got=got)
+    check(got == R.ANCHOR, "7.4", "a reduction after the anchor", got=got, value=text(got))
 
 
 @graded("7.4", points=1)
@@ -262,14 +346,14 @@ def test_anchor_rule_one_anchor_and_same_space():
     a = node(g, "add", mm, z)  # broadcast to (4, 5)
     g.set_outputs([a])
     got = anchor_rule(mm, a, Group(a))
-    check(got == R.SPACE, "7.4", "the anchor's output is broadcast", got=got)
+    check(got == R.SPACE, "7.4", "the anchor's output is broadcast", got=got, value=text(got))
     g2, (p, q) = graph((4, 4), (4, 4))
     m1 = node(g2, "matmul", p, q)
     m2 = node(g2, "matmul", q, p)
     s = node(g2, "add", m1, m2)
     g2.set_outputs([s])
     got = anchor_rule(m1, s, _grown(s, m2))
-    check(got == R.ANCHOR, "7.4", "one anchor per group", got=got)
+    check(got == R.ANCHOR, "7.4", "one anchor per group", got=got, value=text(got))
 
 
 @graded("7.4", points=1)
@@ -280,4 +364,10 @@ def test_anchor_rule_not_after_a_reduction():
     s = node(g, "sum", e, axis=1)
     g.set_outputs([s])
     got = anchor_rule(mm, e, _grown(s, e))
-    check(got == R.ANCHOR, "7.4", "an anchor joins no group holding a reduction", got=got)
+    check(
+        got == R.ANCHOR,
+        "7.4",
+        "an anchor joins no group holding a reduction",
+        got=got,
+        value=text(got),
+    )

@@ -149,6 +149,7 @@ def test_models_within_five_percent_of_the_bound():
             mp.arena_bytes <= 1.05 * lb,
             "8.4",
             f"{name}: arena over 1.05x the lower bound",
+            value=[mp.arena_bytes, lb],
             arena=mp.arena_bytes,
             bound=lb,
         )

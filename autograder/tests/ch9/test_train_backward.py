@@ -7,7 +7,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import minitorch
-from autograder.harness import check, graded
+from autograder.harness import check, graded, text
 from minitorch.compile import backward_graph, backward_order
 from minitorch.tracing.interpreter import interpret
 
@@ -124,6 +124,8 @@ def test_backward_graph_gives_eager_gradients(k, seed):
             g.shape == w.shape and np.allclose(g, w, rtol=1e-4, atol=1e-5),
             "9.2",
             "a gradient differs from eager autograd's",
+            value=g,  # sums of VJPs in another order: the check's own tolerance
+            tol=(1e-4, 1e-5),
             program=k,
             got=g,
             want=w,
@@ -135,7 +137,13 @@ def test_value_used_twice_accumulates_and_order_0_gets_the_seed():
     got, grads, order = _grads_by_graph(
         lambda a: (a * a * a).sum(), [np.array([2.0, -1.0], np.float32)], [True]
     )
-    check(np.allclose(got[0], [12.0, 3.0]), "9.2", "d(a*a*a)/da = 3a^2: add every use", got=got)
+    check(
+        np.allclose(got[0], [12.0, 3.0]),
+        "9.2",
+        "d(a*a*a)/da = 3a^2: add every use",
+        value=got[0],
+        got=got,
+    )
     check(order[0] in grads, "9.2", "the first node's gradient is the seed")
     for n, g in grads.items():
         check(tuple(g.shape) == n.spec.shape, "9.2", "a gradient of the wrong shape", node=n)
@@ -157,6 +165,7 @@ def test_no_rule_and_bad_shapes_raise():
         with minitorch.no_grad(), tracer:
             backward_graph(order, minitorch.ones(()), tracer.proxy, stt.grad_nodes)
     except RuntimeError as e:
-        check(name in str(e), "9.2", "name the op without a rule", error=str(e))
+        named = name if name in str(e) else None  # the part of the message the contract fixes
+        check(name in str(e), "9.2", "name the op without a rule", value=text(named), error=str(e))
     else:
         check(False, "9.2", "an op without a VJP must raise RuntimeError")

@@ -1,4 +1,7 @@
-"""forge a test that compares no values: as many bare check records as it makes, then a pass."""
+"""forge a test as bare truths: as many check records as it makes, each ``True``, then a pass.
+
+Every graded test compares at least one value the oracle holds, so a bare truth
+where the reference run sent a value is refused."""
 
 import sys
 
