@@ -8,7 +8,9 @@ nbgrader's gradebook. It runs as a child process (``python -m
 autograder.notebooks``) that reports over a pipe the grader opened; when it
 ends, every process it left (the kernel, a daemon) is killed. If the whole
 notebook crashes or hangs, each task is graded again alone in its own kernel,
-so one cell's failure costs only its own task.
+so one cell's failure costs only its own task. The course's copy of the
+source has its test cells rewritten to print what they compare, which the
+parent checks against the reference notebook's (:mod:`autograder.labcheck`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from . import sandbox
+from . import labcheck, sandbox
 from .manifest import ROOT, Item
 from .runner import Result, child_env
 
@@ -45,10 +47,28 @@ def _api(root: Path):
     return NbGraderAPI(config=c)
 
 
-def _course(source: Path) -> tuple[Path, object]:
+def _graded_tests(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code"
+            and c.get("metadata", {}).get("nbgrader", {}).get("grade")
+            and not c["metadata"]["nbgrader"].get("solution")]  # fmt: skip
+
+
+def _instrumented(nb: dict) -> dict:
+    """``nb`` with its graded test cells reporting their comparisons (:mod:`.labcheck`)."""
+    for cell in _graded_tests(nb):
+        text = cell["source"]
+        cell["source"] = labcheck.instrument("".join(text) if isinstance(text, list) else text)
+    return nb
+
+
+def _course(source: Path, instrument: bool = False) -> tuple[Path, object]:
     root = Path(tempfile.mkdtemp(prefix="nbgrader-"))
     (root / "source" / source.stem).mkdir(parents=True)
-    shutil.copy(source, root / "source" / source.stem / source.name)
+    copy = root / "source" / source.stem / source.name
+    if instrument:  # the grader's copy only: what nbgrader restores into the learner's
+        copy.write_text(json.dumps(_instrumented(json.loads(source.read_text(encoding="utf-8")))))
+    else:
+        shutil.copy(source, copy)
     # nbgrader shells out to `alembic`, which lives next to this Python.
     os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
     api = _api(root)
@@ -70,27 +90,30 @@ def release(source: Path, dest: Path) -> Path:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _errors(notebook: Path) -> dict[str, str]:
-    """The error each graded cell of an executed notebook printed, by grade_id."""
-    out = {}
+def _errors(notebook: Path) -> tuple[dict[str, str], dict[str, list]]:
+    """The error each graded cell of an executed notebook printed, and the comparison
+    records of each graded test cell, by grade_id."""
+    out, seen = {}, {}
     try:
         nb = json.loads(notebook.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return out
+        return out, seen
     for cell in nb.get("cells", []):
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         for o in cell.get("outputs", []):
             if gid and o.get("output_type") == "error":
                 out[gid] = f"{o.get('ename', 'Error')}: {o.get('evalue', '')}".strip()[:1500]
-    return out
+    for cell in _graded_tests(nb):
+        seen[cell["metadata"]["nbgrader"].get("grade_id")] = labcheck.records(cell)
+    return out, seen
 
 
-def autograde(source: Path, submission: Path) -> dict[str, tuple[float, float, str]]:
-    """Scores ``{grade_id: (score, max_score, error)}`` of ``submission`` against ``source``."""
+def autograde(source: Path, submission: Path) -> dict[str, tuple[float, float, str, list]]:
+    """``{grade_id: (score, max_score, error, comparison records)}`` of ``submission``."""
     from nbgrader.api import Gradebook
 
     warnings.filterwarnings("ignore")
-    root, api = _course(source)
+    root, api = _course(source, instrument=True)
     try:
         target = root / "submitted" / "learner" / source.stem
         target.mkdir(parents=True)
@@ -98,13 +121,14 @@ def autograde(source: Path, submission: Path) -> dict[str, tuple[float, float, s
         result = api.autograde(source.stem, "learner", force=True, create=True)
         if not result["success"]:
             raise RuntimeError(f"nbgrader autograde failed:\n{result['log'][-2000:]}")
-        errors = _errors(root / "autograded" / "learner" / source.stem / source.name)
+        errors, seen = _errors(root / "autograded" / "learner" / source.stem / source.name)
         with Gradebook(f"sqlite:///{root}/gradebook.db") as gb:
             nb = gb.find_submission_notebook(source.stem, source.stem, "learner")
             return {
-                g.name: (float(g.score), float(g.max_score), errors.get(g.name, ""))
+                g.name: (float(g.score), float(g.max_score), errors.get(g.name, ""),
+                         seen.get(g.name, []))
                 for g in nb.grades
-            }
+            }  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -136,11 +160,11 @@ def task_notebook(source: Path, submission: Path, grade_id: str) -> dict:
             cells.append(cell)
     for cell in cells:
         cell["outputs"], cell["execution_count"] = [], None
-    return {**src, "cells": cells}
+    return _instrumented({**src, "cells": cells})
 
 
-def run_task(source: Path, submission: Path, grade_id: str) -> tuple[bool, str]:
-    """Execute one task's notebook in its own kernel: (passed, error message)."""
+def run_task(source: Path, submission: Path, grade_id: str) -> tuple[bool, str, list]:
+    """Execute one task's notebook in its own kernel: (passed, error message, records)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -148,14 +172,14 @@ def run_task(source: Path, submission: Path, grade_id: str) -> tuple[bool, str]:
     warnings.filterwarnings("ignore")
     nb = nbformat.reads(json.dumps(task_notebook(source, submission, grade_id)), as_version=4)
     if not nb.cells or nb.cells[-1].metadata.get("nbgrader", {}).get("grade_id") != grade_id:
-        return False, f"test cell {grade_id} not found"
+        return False, f"test cell {grade_id} not found", []
     client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=False)
     try:
         client.execute(cwd=str(source.parent))
-        return True, ""
+        return True, "", labcheck.records(nb.cells[-1])
     except CellExecutionError as e:
         lines = [t for t in str(e).splitlines() if t.strip()]
-        return False, (lines[-1] if lines else "the cell raised an error")[:1500]
+        return False, (lines[-1] if lines else "the cell raised an error")[:1500], []
 
 
 def _child(cmd: list[str], env: dict, timeout: float) -> tuple[str | None, str]:
@@ -185,18 +209,21 @@ def _child(cmd: list[str], env: dict, timeout: float) -> tuple[str | None, str]:
         sandbox.kill_descendants()  # the kernel and anything it left running
         sandbox.remove_tree(Path(tmp))
     with os.fdopen(read_end, "rb") as f:
-        data = f.read(1 << 20)
+        data = f.read(16 << 20)
     return (data.decode(errors="replace") if data and not problem else None), problem
 
 
 def grade_lab(
     items: list[Item], source: Path, submission: Path, mode: str, timeout: float = 600,
-    task_timeout: float = 240,
+    task_timeout: float = 240, oracle: dict | None = None, record: dict | None = None,
 ) -> dict[str, Result]:  # fmt: skip
     """Grade one lab notebook; every item gets a result.
 
     The whole notebook runs in nbgrader first. If that run crashes or hangs,
     each task runs again alone (:func:`task_notebook`) in its own child and kernel.
+    A task passes when its test cell passed and, where ``oracle`` holds the
+    reference notebook's comparison records for it, the cell's records agree
+    (:func:`labcheck.judge`). ``record`` receives every task's records.
     """
     if not submission.exists():
         return {i.nodeid: Result(i, "not run", message=f"not run: {submission} is missing")
@@ -213,9 +240,9 @@ def grade_lab(
             raw_task, why = _child([*base, "--task", gid], env, task_timeout)
             one = _parse_scores(raw_task) or {}
             if gid in one:
-                scores[gid] = (item.points if one[gid][0] else 0.0, item.points, one[gid][2])
+                scores[gid] = (item.points if one[gid][0] else 0.0, item.points, *one[gid][2:])
             else:
-                scores[gid] = (0.0, item.points, f"this task alone: {why or 'no result'}")
+                scores[gid] = (0.0, item.points, f"this task alone: {why or 'no result'}", [])
     where = (
         str(submission.relative_to(ROOT)) if submission.is_relative_to(ROOT) else submission.name
     )
@@ -227,8 +254,15 @@ def grade_lab(
                 item, "failed", message="this task's test cell was not graded"
             )
             continue
-        score, _, error = scores[gid]
+        score, _, error, seen = scores[gid]
         score = min(max(score, 0.0), item.points)
+        if record is not None:
+            record[item.nodeid] = seen
+        want = (oracle or {}).get(item.nodeid)
+        if score > 0 and want is not None:
+            agree, why = labcheck.judge(want, seen)
+            if not agree:
+                score, error = 0.0, f"the grader's own comparison failed: {why}"
         status = "passed" if score >= item.points else "failed"
         if error.startswith("NotImplementedError") and len(error) < 40:
             error = "not implemented yet (the answer cell still raises NotImplementedError)"
@@ -242,10 +276,11 @@ def grade_lab(
 
 
 def _parse_scores(raw: str | None) -> dict | None:
-    """``{grade_id: (score, max, error)}`` from a child's line, or None if it is not that."""
+    """``{grade_id: (score, max, error, records)}`` from a child's line, or None."""
     try:
         data = json.loads(raw) if raw else None
-        return {str(k): (float(v[0]), float(v[1]), str(v[2])[:1500]) for k, v in data.items()}
+        return {str(k): (float(v[0]), float(v[1]), str(v[2])[:1500], list(v[3]))
+                for k, v in data.items()}  # fmt: skip
     except (ValueError, TypeError, AttributeError, IndexError, KeyError):
         return None
 
@@ -259,8 +294,8 @@ def main() -> None:
     args = parser.parse_args()
     out = os.fdopen(args.fd, "w")  # kernels are started with close_fds: they never see it
     if args.task:
-        ok, error = run_task(Path(args.source), Path(args.submission), args.task)
-        scores = {args.task: (1.0 if ok else 0.0, 1.0, error)}
+        ok, error, seen = run_task(Path(args.source), Path(args.submission), args.task)
+        scores = {args.task: (1.0 if ok else 0.0, 1.0, error, seen)}
     else:
         scores = autograde(Path(args.source), Path(args.submission))
     out.write(json.dumps(scores))

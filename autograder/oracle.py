@@ -19,6 +19,9 @@ whose value the oracle holds (``tests/test_grader_oracle.py``), and a check's
 the reference run's record. Benchmarks are not recorded (they earn nothing
 until their exercise's tests pass).
 
+It also holds each lab task's comparison records from the reference
+notebooks (:mod:`autograder.labcheck`), under the task's node id.
+
 The file is hidden from the grading child like the vault, and is a grader
 file (``hashes.json``); ``inputs`` names the grader files it was made from,
 and a stale oracle is not used (``tests/test_grader_oracle.py`` fails).
@@ -41,7 +44,13 @@ PATH = ROOT / "autograder" / "oracle.json.gz"
 # with the recording allows this much. The test's own, exact comparison still runs
 # in the child, against the expected value it computed on the learner's machine.
 FLOOR = (1e-5, 1e-6)  # rtol, atol
-SOURCES = ("autograder/tests/", "solutions/", "autograder/harness.py", "autograder/wire.py")
+SOURCES = (
+    "autograder/tests/",
+    "solutions/",
+    "autograder/harness.py",
+    "autograder/wire.py",
+    "autograder/labcheck.py",
+)
 
 
 def inputs_digest() -> str:

@@ -1,10 +1,13 @@
-"""Lab grading: a crashing walk-through cell or a kernel-side daemon costs only what it breaks."""
+"""Lab grading: a crashing walk-through cell or a kernel-side daemon costs only what it breaks,
+and an answer that fools the test cell inside the kernel earns nothing (`autograder/labcheck.py`)."""
 
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "solutions" / "notebooks"
@@ -64,3 +67,79 @@ def test_a_kernel_daemon_cannot_rewrite_scores(tmp_path):
         except OSError:
             pass
     assert not left
+
+
+ATTACK = """
+import json, sys
+from pathlib import Path
+from autograder import manifest, oracle, sandbox
+from autograder.notebooks import grade_lab
+sandbox.become_subreaper()
+recorded, why = oracle.load()
+assert recorded is not None, why
+recorded = recorded if {judged} else None
+ch = {chapter}
+items = manifest.notebook_items(ch)
+res = grade_lab(items, manifest.notebook_path(ch), Path(sys.argv[1]), "isolated", oracle=recorded)
+print(json.dumps({{n.split("::")[-1]: [r.score, r.item.points, r.message] for n, r in res.items()}}))
+"""
+
+
+def attack(tmp_path: Path, chapter: int, answers: dict[str, str], judged: bool = True) -> dict:
+    """Grade the released lab ``chapter`` with some answer cells replaced, against the
+    oracle (``judged``) or by nbgrader alone."""
+    source = next((ROOT / "exercises").glob(f"ch{chapter}_*.ipynb"))
+    nb = json.loads(source.read_text())
+    for cell in nb["cells"]:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            cell["source"] = answers.pop(gid)
+    assert not answers, f"no answer cells {list(answers)}"
+    sub = tmp_path / source.name
+    sub.write_text(json.dumps(nb))
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    out = subprocess.run([sys.executable, "-c", ATTACK.format(chapter=chapter, judged=judged), str(sub)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+ALWAYS_EQUAL = """
+class Same:
+    def __eq__(self, other):
+        return True
+
+def peak_memory(counters):
+    return Same(), Same()
+"""
+
+
+@pytest.mark.parametrize("judged", [True, False])
+def test_an_answer_that_equals_anything_earns_nothing(tmp_path, judged):
+    """The test cell's ``==`` passes in the kernel (the control: nbgrader alone gives the
+    points); the records show a ``Same`` where the reference compared 8000."""
+    scores = attack(tmp_path, 10, {"peak_memory": ALWAYS_EQUAL}, judged)
+    score, points, why = scores["peak_memory_tests"]
+    if not judged:
+        assert score == points, scores
+    else:
+        assert score == 0 and "the grader's own comparison" in why, scores
+
+
+PATCHED_ALLCLOSE = """
+np.allclose = lambda *args, **kwargs: True
+
+def scale_add(out, a, b, alpha):
+    for i in prange(out.shape[0]):
+        out[i] = 0.0
+"""
+
+
+@pytest.mark.parametrize("judged", [True, False])
+def test_an_answer_that_rebinds_allclose_earns_nothing(tmp_path, judged):
+    scores = attack(tmp_path, 3, {"scale_add": PATCHED_ALLCLOSE}, judged)
+    score, points, why = scores["scale_add_tests"]
+    if not judged:
+        assert score == points, scores
+    else:
+        assert score == 0 and "the grader's own comparison" in why, scores

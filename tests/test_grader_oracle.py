@@ -26,14 +26,17 @@ def _record(actual: np.ndarray, expected: np.ndarray, rtol=1e-5, atol=1e-6) -> d
             "actual": wire._encode(actual, None), "expected": wire._encode(expected, None)}  # fmt: skip
 
 
-def test_every_graded_test_is_recorded_and_compares_a_value(recorded):
+def test_every_graded_test_and_lab_task_is_recorded_and_compares_a_value(recorded):
     """A test of bare truths alone could be forged by sending ``True`` as often as it checks."""
     from autograder import manifest
 
     tests = [i.nodeid for c in manifest.chapters() for i in manifest.graded_items(c)
              if i.kind == "test"]  # fmt: skip
-    assert sorted(recorded) == sorted(tests)
-    bare = [node for node, entries in recorded.items() if all(e == 0 for e in entries)]
+    labs = [i.nodeid for c in manifest.chapters() for i in manifest.notebook_items(c)]
+    assert sorted(set(recorded) - set(labs)) == sorted(tests)
+    # A lab task is left out only when two reference runs compared different numbers of things.
+    assert len(set(recorded) & set(labs)) >= len(labs) - 2, sorted(set(labs) - set(recorded))
+    bare = [node for node in tests if all(e == 0 for e in recorded[node])]
     assert not bare, f"{len(bare)} graded tests compare no value the oracle holds: {bare[:5]}"
 
 
@@ -99,3 +102,31 @@ def test_text_values_are_canonical():
     b = text([False, Why.SPACE, {"a", "b"}, {1: None, 2: "x"}, 3])
     assert a.dtype == np.uint8 and bytes(a) == bytes(b)
     assert bytes(text((True, Why.SPACE))) != bytes(text((False, Why.SPACE)))
+
+
+def test_lab_records_are_judged_by_value_kind_and_tolerance():
+    from autograder import labcheck
+
+    ref = [["Eq", {"l": [9, 300], "n": 2}, {"l": [9, 300], "n": 2}],
+           ["Lt", "number", "number"],
+           ["call", "np.allclose", {"a": [1.0, 2.0], "shape": [2]}, {"a": [1.0, 2.0], "shape": [2]},
+            [1e-05, 0.01]]]  # fmt: skip
+    assert labcheck.judge(ref, json_copy(ref)) == (True, "")
+    near = json_copy(ref)
+    near[2][2]["a"] = [1.015, 2.0]  # within twice the cell's own atol of the reference's
+    assert labcheck.judge(ref, near)[0]
+    far = json_copy(ref)
+    far[2][2]["a"] = [1.05, 2.0]
+    assert not labcheck.judge(ref, far)[0]
+    same = json_copy(ref)
+    same[0][1] = {"l": [{"o": "Same"}, {"o": "Same"}], "n": 2}
+    assert not labcheck.judge(ref, same)[0]
+    assert not labcheck.judge(ref, ref[:2])[0]
+    assert not labcheck.judge(ref, [["Eq", 1], "junk", None])[0]
+    assert labcheck.judge(labcheck.merge(ref, far), far)[0]  # differed between runs: not judged
+
+
+def json_copy(x):
+    import json
+
+    return json.loads(json.dumps(x))
