@@ -108,6 +108,8 @@ def records(cell: dict) -> list:
 
 
 def _kind(x) -> str:
+    if type(x) is np.ndarray and x.ndim == 0:  # a 0-d array is a number to its reader
+        x = x[()]
     if isinstance(x, (bool, np.bool_)):
         return "bool"
     if isinstance(x, (int, float, np.integer, np.floating)) and type(x).__module__ in (
@@ -142,6 +144,8 @@ def encode(x, depth: int = 0):
         except Exception:  # noqa: BLE001 - a learner's broken tensor: its class is enough
             return {"o": "Tensor"}
     if t is np.ndarray and x.dtype.kind in "biuf":
+        if x.ndim == 0:
+            return encode(x[()], depth)
         flat = np.ascontiguousarray(x).reshape(-1)
         if flat.size > SAMPLE:
             flat = flat[np.linspace(0, flat.size - 1, SAMPLE).astype(np.int64)]
