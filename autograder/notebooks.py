@@ -103,6 +103,10 @@ def _errors(notebook: Path) -> tuple[dict[str, str], dict[str, list]]:
         for o in cell.get("outputs", []):
             if gid and o.get("output_type") == "error":
                 out[gid] = f"{o.get('ename', 'Error')}: {o.get('evalue', '')}".strip()[:1500]
+            elif gid and o.get("name") == "stderr" and gid not in out:  # nbgrader: no credit
+                text = "".join(o.get("text", "")).strip().splitlines()
+                said = next((t for t in text if "Warning" in t), text[0] if text else "")
+                out[gid] = f"the cell wrote to stderr, which nbgrader counts as a failure: {said}"
     for cell in _graded_tests(nb):
         seen[cell["metadata"]["nbgrader"].get("grade_id")] = labcheck.records(cell)
     return out, seen
