@@ -126,10 +126,11 @@ def main(argv=None) -> int:
 
         for ch, tests, labs in plan:
             progress.update(task, description=f"chapter {ch}")
-            if tests:
+            if tests:  # the oracle is recorded one child per exercise, as learners are graded
                 results += run_items(tests, mode, focus=None, test_timeout=args.timeout,
                                      progress=on_event, submission=args.submission,
-                                     oracle=expected, record=record).values()  # fmt: skip
+                                     oracle=expected, record=record,
+                                     per_exercise=True if record is not None else None).values()  # fmt: skip
             if labs:
                 progress.update(task, current=f"lab notebook ch{ch}")
                 source = manifest.notebook_path(ch)
@@ -156,6 +157,21 @@ def main(argv=None) -> int:
     if record is not None and got >= possible - 1e-9:
         tests = {r.item.nodeid for r in results if r.item.kind == "test"}
         entries = {k: v for k, v in record.items() if k in tests}
+        console.print("graded tests again, one child per chapter: what a test compares must not "
+                      "depend on what ran before it")  # fmt: skip
+        differ = []
+        for ch, chapter_tests, _ in plan:
+            again: dict = {}
+            run_items(chapter_tests, mode, test_timeout=args.timeout, submission=args.submission,
+                      record=again, per_exercise=False)  # fmt: skip
+            differ += [n for n in sorted(again) if n in entries and again[n] != entries[n]]
+        if differ:
+            console.print(f"[red bold]{len(differ)} graded test(s) compare other values when "
+                          "run after the rest of their chapter; the oracle is not written:[/]")  # fmt: skip
+            for node in differ[:20]:
+                console.print(f"  {escape(node)}  {escape(oracle.first_difference(entries[node], again.get(node, [])))}")
+            console.print("Seed what they draw, or build what they compare inside the test.")
+            return 1
         console.print("lab notebooks again: a record that differs between two runs is not judged")
         for ch, _, labs in plan:  # a second run of the labs
             again: dict = {}

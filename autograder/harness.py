@@ -58,6 +58,20 @@ settings.register_profile(
 settings.load_profile("grading")
 
 
+def _no_local_constants() -> None:
+    """Hypothesis also draws constants it finds in every loaded module that is not a
+    library (the learner's code, the tests): its examples would then depend on what the
+    learner wrote and on which tests were imported first, and the references' recorded
+    comparisons would not meet the same inputs. Only its own global constants stay."""
+    from hypothesis.internal.conjecture import providers
+
+    empty = providers.Constants()
+    providers._get_local_constants = lambda: empty
+
+
+_no_local_constants()
+
+
 def graded(exercise: str, points: float) -> pytest.MarkDecorator:
     """Mark a test as worth ``points`` towards ``exercise`` ("C.N")."""
     return pytest.mark.graded(exercise=exercise, points=points, kind="test")

@@ -97,6 +97,14 @@ def load() -> tuple[dict[str, list] | None, str]:
     return data["tests"], ""
 
 
+def first_difference(a: list, b: list) -> str:
+    """Where two recordings of one test's comparisons first differ, in words."""
+    if len(a) != len(b):
+        return f"{len(a)} comparisons, then {len(b)}"
+    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    return "" if index is None else f"comparison {index + 1} differs"
+
+
 def judge(entries: list, index: int, ev: dict) -> tuple[bool, str]:
     """Does check record ``ev``, the ``index``-th of its test, agree with the reference run's?"""
     if index >= len(entries):

@@ -81,10 +81,26 @@ def report(request) -> Figures:
     return figures
 
 
+def _same_start() -> None:
+    """Every random source a test can reach starts from the same state, whatever ran
+    before it in the process: the references' comparisons are recorded with one child
+    per chapter, learners are graded with one per exercise."""
+    import random
+
+    import numpy as np
+
+    import minitorch
+
+    minitorch.manual_seed(0)
+    np.random.seed(0)
+    random.seed(0)
+
+
 @pytest.fixture(autouse=True)
 def _focus_on_exercise(request):
     info = _marker(request.node)
     exercises = _exercises()
+    _same_start()
     if info is None or exercises.get_mode()[0] != "isolated" or os.environ.get("MINITORCH_FOCUS"):
         yield
         return

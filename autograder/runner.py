@@ -184,17 +184,22 @@ def run_items(
     submission: Path = ROOT,
     oracle: dict[str, list] | None = None,
     record: dict[str, list] | None = None,
+    per_exercise: bool | None = None,
 ) -> dict[str, Result]:
     """Run ``items`` in as many child processes as it takes; every item gets a Result.
 
     ``oracle`` (:mod:`autograder.oracle`): the reference run's comparisons, which
     every test's check records must match. ``record``: filled with this run's.
+    ``per_exercise``: one child per exercise (as learners are graded; the default in
+    isolated mode) rather than one for all ``items``.
 
     Kills every descendant of this process after each child: call it from a
     process that has no other children (the grader).
     """
     deadline = time.monotonic() + total_timeout
-    if mode == "isolated":
+    if per_exercise is None:
+        per_exercise = mode == "isolated"
+    if per_exercise:
         groups: dict[str | None, list[Item]] = defaultdict(list)
         for item in items:
             groups[item.exercise].append(item)
