@@ -160,7 +160,7 @@ def main(argv=None) -> int:
         console.print("graded tests again, one child per chapter: what a test compares must not "
                       "depend on what ran before it")  # fmt: skip
         differ = []
-        for ch, chapter_tests, _ in plan:
+        for _ch, chapter_tests, _ in plan:
             again: dict = {}
             run_items(chapter_tests, mode, test_timeout=args.timeout, submission=args.submission,
                       record=again, per_exercise=False)  # fmt: skip
@@ -169,7 +169,8 @@ def main(argv=None) -> int:
             console.print(f"[red bold]{len(differ)} graded test(s) compare other values when "
                           "run after the rest of their chapter; the oracle is not written:[/]")  # fmt: skip
             for node in differ[:20]:
-                console.print(f"  {escape(node)}  {escape(oracle.first_difference(entries[node], again.get(node, [])))}")
+                where = oracle.first_difference(entries[node], again.get(node, []))
+                console.print(f"  {escape(node)}  {escape(where)}")
             console.print("Seed what they draw, or build what they compare inside the test.")
             return 1
         console.print("lab notebooks again: a record that differs between two runs is not judged")
