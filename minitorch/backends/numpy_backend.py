@@ -1,20 +1,50 @@
 """The ``numpy`` backend: every kernel is one numpy call on a zero-copy strided view.
 
 It is the eager baseline that the compiled mode of later chapters must beat.
+Its kernels are also what a compiled plan runs on this backend: lowering (chapter
+6) asks :meth:`NumpyBackend.prepare` for the same kernel specialised to the specs
+the graph knows, able to write into a destination (chapter 8's arena). Both go
+through :func:`_apply`, so eager and compiled code follow one set of dtype rules.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ..core.ops import NUMPY_FUNCS
-from ..core.registry import OpDef, OpKind, register_kernel
+from ..core.registry import OpDef, OpKind, Spec, register_kernel
 from ..tensor.data import TensorData
+from ..tensor.indexing import strides_from_shape
 from .base import Backend, register_backend
 
 
 def _wrap(array, out) -> TensorData:
     return TensorData.wrap(np.asarray(array, dtype=out.dtype))
+
+
+def _casts_first(op: OpDef, out: Spec) -> bool:
+    # an elementwise op with a float result computes in that float: numpy's exp of a
+    # bool array is float16, its reciprocal of an int array is an integer division
+    return op.kind is OpKind.ELEMENTWISE and out.dtype.kind == "f"
+
+
+def _apply(fn, arrays, out: Spec, cast: bool, dest=None, strides=None, **kw) -> TensorData:
+    """``fn(*arrays)`` as a result of spec ``out``: allocated, or written into ``dest``."""
+    if cast:
+        arrays = [a.astype(out.dtype, copy=False) for a in arrays]
+    if dest is None:
+        return _wrap(fn(*arrays, **kw), out)
+    target = dest.reshape(out.shape)
+    same = all(getattr(a, "dtype", out.dtype) == out.dtype for a in arrays)
+    if isinstance(fn, np.ufunc) and same and not kw:
+        fn(*arrays, out=target)
+    elif kw and same and arrays[0].size:  # a reduction: numpy accumulates into ``out``
+        fn(*arrays, out=target, **kw)
+    else:
+        np.copyto(target, fn(*arrays, **kw), casting="unsafe")
+    return TensorData(dest, out.shape, strides, 0)
 
 
 class NumpyBackend(Backend):
@@ -27,22 +57,82 @@ class NumpyBackend(Backend):
         if op.kind is OpKind.REDUCE:
 
             def reduce_kernel(a, out, axis, keepdims):
-                return _wrap(fn(a.as_numpy_view(), axis=axis, keepdims=keepdims), out)
+                return _apply(fn, [a.as_numpy_view()], out, False, axis=axis, keepdims=keepdims)
 
             return reduce_kernel
 
         def kernel(*inputs, out):
             arrays = [x.as_numpy_view() for x in inputs]
-            if op.kind is OpKind.ELEMENTWISE and out.dtype.kind == "f":
-                # compute in the result dtype: numpy's exp of a bool array is float16
-                arrays = [x.astype(out.dtype, copy=False) for x in arrays]
             with np.errstate(all="ignore"):  # inf/nan follow IEEE, as on every backend
-                return _wrap(fn(*arrays), out)
+                return _apply(fn, arrays, out, _casts_first(op, out))
 
+        return kernel
+
+    def prepare(self, op: OpDef, out: Spec, inputs: list) -> Callable | None:
+        """The kernel of ``op`` for a plan step whose specs are known: ``dest=`` accepted.
+
+        The layouts a contiguous input has and the result's strides are computed here,
+        once, instead of on every call; the plan sets numpy's error state once per run.
+        """
+        fn = NUMPY_FUNCS.get(op.name) if not op.kernels.keys() & {"numpy", "*"} else None
+        if op.name == "relu" and op.kernels.get("numpy") is relu:
+            fn, extra = np.maximum, (0,)
+        elif op.name == "matmul" and op.kernels.get("numpy") is matmul:
+            fn, extra = np.matmul, ()
+        elif fn is not None and op.kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST):
+            extra = ()
+        elif fn is not None and op.kind is OpKind.REDUCE and out.device == "cpu":
+            return _prepared_reduce(fn, out, inputs[0])
+        else:
+            return None
+        strides = tuple(strides_from_shape(out.shape))
+        cast = _casts_first(op, out) and not extra  # relu's eager kernel does not cast
+        views = [_viewer(s) for s in inputs]
+        if len(views) == 1:
+            (va,) = views
+
+            def kernel(a, out, dest=None):
+                return _apply(fn, [va(a), *extra], out, cast, dest, strides)
+        elif len(views) == 2:
+            va, vb = views
+
+            def kernel(a, b, out, dest=None):
+                return _apply(fn, [va(a), vb(b)], out, cast, dest, strides)
+        else:
+
+            def kernel(*args, out, dest=None):
+                return _apply(fn, [v(d) for v, d in zip(views, args)], out, cast, dest, strides)
+
+        kernel.__name__ = op.name
+        kernel.writes_into = True  # chapter 8's protocol: accepts ``dest=``
         return kernel
 
     def copy(self, data: TensorData) -> TensorData:
         return TensorData.from_numpy(data.as_numpy_view())
+
+
+def _viewer(spec: Spec) -> Callable:
+    """``d.as_numpy_view()`` with the contiguous case of ``spec`` checked without a call."""
+    st, shape, n = tuple(strides_from_shape(spec.shape)), spec.shape, spec.size
+
+    def view(d: TensorData):
+        if d.offset == 0 and d.strides == st and d.storage.size == n:
+            return d.storage.reshape(shape)
+        return d.as_numpy_view()
+
+    return view
+
+
+def _prepared_reduce(fn, out: Spec, source: Spec) -> Callable:
+    strides = tuple(strides_from_shape(out.shape))
+    va = _viewer(source)
+
+    def reduce(a, out, axis, keepdims, dest=None):
+        return _apply(fn, [va(a)], out, False, dest, strides, axis=axis, keepdims=keepdims)
+
+    reduce.__name__ = fn.__name__
+    reduce.writes_into = True
+    return reduce
 
 
 register_backend(NumpyBackend())

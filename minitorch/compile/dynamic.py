@@ -316,7 +316,8 @@ def build(jf, names, values, bound, key, trace, dims, why, other):
         size = {}
         for k, d in cands:
             size.setdefault(guard[guarded.index(k)].dims[d], graph.inputs[k].spec.shape[d])
-        new = {s: scale * size[s] + 1 + j for j, s in enumerate(sym)}
+        # scale 0: the smallest sizes the symbols admit (a Python branch on the size)
+        new = {s: scale * size[s] + 1 + j if scale else MIN_SIZE + j for j, s in enumerate(sym)}
         specs = [n.spec for n in graph.inputs]
         for g, k in zip(guard, guarded):
             shape = tuple(new[x] if isinstance(x, str) else x for x in g.dims)
@@ -338,22 +339,21 @@ def build(jf, names, values, bound, key, trace, dims, why, other):
             problem = str(e)
     if guard is None:
         return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
-    # Did Python bake the size in? Compare with a trace at another size.
-    if other is None:
-        other, problem = _probe(jf, names, values, bound, trace, guarded, sizes_for(guard, 3))
-        if other is None:
+    # Did Python bake the size in, or branch on it? Every size traced so far, and the
+    # smallest size the symbol admits, must give the same program (issue 26: a branch
+    # on ``x.shape[0] > 4`` traced at 5 and 9 alone would serve size 2 the wrong way).
+    others = [other] if other is not None else []
+    others += [t for t in _family(jf, key, values) if t is not trace and t is not other]
+    scales = ([3] if other is None else []) + [0]
+    for scale in scales:
+        probe, problem = _probe(jf, names, values, bound, trace, guarded, sizes_for(guard, scale))
+        if probe is None:
             return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
-    try:
-        mine = respecialize(graph, [n.spec for n in other.graph.inputs])
-        problem = program_difference(mine, other.graph)
-    except OpError as e:
-        problem = str(e)
-    if problem is None and symbolic_guard_failures(
-        guard, [other.graph.inputs[k].spec for k in guarded]
-    ):
-        problem = "the other traced size breaks the guard"
-    if problem is not None:
-        return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
+        others.append(probe)
+    for other in others:
+        problem = _differs(graph, other, guard, guarded)
+        if problem is not None:
+            return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
     for k, d in cands:
         sym = guard[guarded.index(k)].dims[d]
         lines.append(
@@ -362,6 +362,36 @@ def build(jf, names, values, bound, key, trace, dims, why, other):
     entry = DynamicEntry(trace, guard, guarded, _statics(key), lines)
     log.info("jit(%s): dynamic %s", jf.name, "; ".join(lines))
     return entry, lines
+
+
+def _differs(graph, other, guard, guarded) -> str | None:
+    """How the trace ``other`` (at other sizes) differs from ``graph`` re-specialised to them."""
+    specs = [other.graph.inputs[k].spec for k in guarded]
+    if symbolic_guard_failures(guard, specs):
+        return None  # sizes the guard does not admit (1, or untied sizes): nothing to compare
+    try:
+        mine = respecialize(graph, [n.spec for n in other.graph.inputs])
+        return program_difference(mine, other.graph)
+    except OpError as e:
+        return str(e)
+
+
+def _family(jf, key, values) -> list:
+    """The traces of ``jf`` for the same static arguments, tensor ranks and Python state."""
+    out = []
+    for k, bucket in jf.store.entries.items():
+        if _statics(k) != _statics(key) or len(k[0]) != len(key[0]):
+            continue
+        if all(
+            a == b or (a[0] == b[0] == "tensor" and a[2:] == b[2:] and len(a[1]) == len(b[1]))
+            for a, b in zip(k[0], key[0])
+        ):
+            out += [
+                t
+                for t in bucket
+                if t.compiled is not None and not t.breaks and not t.check(jf.fn, values)
+            ]
+    return out
 
 
 def _where(names, arg_of, cands) -> str:
@@ -402,3 +432,16 @@ def explain_lines(fn, names, values, bound, trace) -> list[str]:
         key = jf._key(values)
         lines += build(jf, names, values, bound, key, trace, dims, why, None)[1]
     return lines
+
+
+def _install() -> None:
+    """Hook this module into jit (chapter 5 knows nothing of chapter 9)."""
+    import sys
+
+    from ..tracing.jit import DYNAMIC
+
+    if not DYNAMIC:
+        DYNAMIC.append(sys.modules[__name__])
+
+
+_install()

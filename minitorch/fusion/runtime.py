@@ -387,6 +387,8 @@ def numpy_kernel(node: Node, reason: str) -> Callable:
     for n in sub.ops:
         fn = NUMPY_FUNCS.get(n.op)
         ufunc = fn if isinstance(fn, np.ufunc) and get_op(n.op).kind != OpKind.REDUCE else None
+        if get_op(n.op).kind == OpKind.ELEMENTWISE and n.inputs[0].spec.dtype != n.spec.dtype:
+            ufunc = None  # exp of a bool: the backend's kernel casts first, as eager does
         if ufunc is None:
             kernels[n] = kernel_for("numpy")(n)
         # an input buffer this op may overwrite: a temporary used by this op alone

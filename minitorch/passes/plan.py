@@ -20,13 +20,10 @@ import numpy as np
 
 from ..backends import base as backends
 from ..core.errors import OpError
-from ..core.ops import NUMPY_FUNCS
-from ..core.registry import OpKind, Spec, get_op
+from ..core.registry import Spec, get_op
 from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
 from ..profiler import core as profiler
-from ..tensor.data import TensorData
-from ..tensor.indexing import strides_from_shape
 from ..tracing.graph import Graph, Node
 from ..tracing.interpreter import CompiledGraph, interpret
 from .manager import dump_folder, optimize
@@ -126,143 +123,11 @@ def kernel_for(backend: str | None) -> Callable[[Node], Callable]:
 
             return fused_kernel(node, b.name)
         op = get_op(node.op)
-        k = b.kernel(op)
-        if (
-            b.name == "numpy"
-            and op.name in NUMPY_FUNCS
-            and not (op.kernels.keys() & {"numpy", "*"})
-        ):
-            if op.kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST):
-                return _prepared(NUMPY_FUNCS[op.name], node)
-            if op.kind is OpKind.REDUCE and node.spec.device == "cpu":
-                return _prepared_reduce(NUMPY_FUNCS[op.name], node)
-        if b.name == "numpy" and op.name == "matmul" and op.kernels.get("numpy") is k:
-            return _prepared_matmul(node)
-        if b.name == "numpy" and op.name == "relu" and op.kernels.get("numpy") is k:
-            return _prepared(np.maximum, node, 0)
-        return k
+        k = b.kernel(op)  # raises, naming the op, when the backend has none
+        # the backend's own kernel, specialised to the node's specs (numpy's take ``dest=``)
+        return b.prepare(op, node.spec, [i.spec for i in node.inputs]) or k
 
     return find
-
-
-def _prepared(fn: Callable, node: Node, scalar=None) -> Callable:
-    """The numpy backend's generic kernel, specialised to the specs the graph knows.
-
-    The layouts a contiguous input would have and the output's strides are
-    computed once here instead of on every call; the numpy error state is set
-    once per plan run (see ``CompiledPlan.run``) instead of once per op.
-    """
-    spec = node.spec
-    shape, dtype = spec.shape, spec.dtype
-    strides = tuple(strides_from_shape(shape))
-
-    def viewer(i: Node) -> Callable:
-        st, sh, n = tuple(strides_from_shape(i.spec.shape)), i.spec.shape, i.spec.size
-
-        def view(d: TensorData):
-            if d.offset == 0 and d.strides == st and d.storage.size == n:
-                return d.storage.reshape(sh)
-            return d.as_numpy_view()
-
-        return view
-
-    def done(r) -> TensorData:
-        if r.dtype != dtype:
-            r = r.astype(dtype)
-        # reshape(-1) copies only when r is not in C order (ufuncs keep a transposed layout)
-        return TensorData(r.reshape(-1), shape, strides, 0)
-
-    # casting="unsafe" costs ~0.5 us a call: ask for it only where dtypes differ
-    same = all(np.dtype(i.spec.dtype) == np.dtype(dtype) for i in node.inputs)
-    cast = {} if same else {"casting": "unsafe"}
-    ufunc = isinstance(fn, np.ufunc) and fn.nout == 1
-
-    def into(dest, *arrays) -> TensorData:
-        # chapter 8: write into ``dest`` (a view of the arena), as ``fn(...).astype`` would
-        if ufunc:
-            fn(*arrays, out=dest.reshape(shape), **cast)
-        else:
-            np.copyto(dest.reshape(shape), fn(*arrays), casting="unsafe")
-        return TensorData(dest, shape, strides, 0)
-
-    if scalar is not None:  # relu = maximum(x, 0)
-        va = viewer(node.inputs[0])
-
-        def kernel(a, out, dest=None):
-            if dest is not None:
-                return into(dest, va(a), scalar)
-            return done(fn(va(a), scalar))
-    elif len(node.inputs) == 1:
-        va = viewer(node.inputs[0])
-
-        def kernel(a, out, dest=None):
-            if dest is not None:
-                return into(dest, va(a))
-            r = fn(va(a))
-            if r.dtype != dtype:
-                r = r.astype(dtype)
-            return TensorData(r.reshape(-1), shape, strides, 0)
-    elif len(node.inputs) == 2:
-        va, vb = viewer(node.inputs[0]), viewer(node.inputs[1])
-
-        def kernel(a, b, out, dest=None):
-            if dest is not None:
-                return into(dest, va(a), vb(b))
-            r = fn(va(a), vb(b))
-            if r.dtype != dtype:
-                r = r.astype(dtype)
-            return TensorData(r.reshape(-1), shape, strides, 0)
-    else:
-        views = [viewer(i) for i in node.inputs]
-
-        def kernel(*inputs, out, dest=None):
-            arrays = [v(d) for v, d in zip(views, inputs)]
-            return done(fn(*arrays)) if dest is None else into(dest, *arrays)
-
-    kernel.__name__ = node.op
-    kernel.writes_into = True  # chapter 8's protocol: accepts ``dest=``
-    return kernel
-
-
-def _prepared_matmul(node: Node) -> Callable:
-    """numpy's matmul, able to write into ``dest`` (chapter 8); otherwise as the backend's."""
-    shape, dtype = node.spec.shape, node.spec.dtype
-    strides = tuple(strides_from_shape(shape))
-
-    def matmul(a, b, out, dest=None):
-        x, y = a.as_numpy_view(), b.as_numpy_view()
-        if dest is None:
-            return TensorData.wrap(np.asarray(np.matmul(x, y), dtype=dtype))
-        if x.dtype == y.dtype == dtype:
-            np.matmul(x, y, out=dest.reshape(shape))
-        else:
-            np.copyto(dest.reshape(shape), np.matmul(x, y), casting="unsafe")
-        return TensorData(dest, shape, strides, 0)
-
-    matmul.writes_into = True
-    return matmul
-
-
-def _prepared_reduce(fn: Callable, node: Node) -> Callable:
-    """A numpy reduction (``sum``, ``max``...) able to write into ``dest`` (chapter 8)."""
-    shape, dtype = node.spec.shape, node.spec.dtype
-    strides = tuple(strides_from_shape(shape))
-    same = node.inputs[0].spec.dtype == dtype  # else numpy would accumulate in another dtype
-
-    def reduce(a, out, axis, keepdims, dest=None):
-        x = a.as_numpy_view()
-        if dest is None:
-            return TensorData.wrap(np.asarray(fn(x, axis=axis, keepdims=keepdims), dtype=dtype))
-        if same and x.size:
-            fn(x, axis=axis, keepdims=keepdims, out=dest.reshape(shape))
-        else:
-            r = fn(x, axis=axis, keepdims=keepdims)
-            np.copyto(dest.reshape(shape), r, casting="unsafe")
-        return TensorData(dest, shape, strides, 0)
-
-    reduce.__name__ = node.op
-    reduce.writes_into = True
-    return reduce
 
 
 def _cond_kernel(node: Node) -> Callable:
@@ -323,7 +188,7 @@ class CompiledPlan(CompiledGraph):
                 if profiler.enabled():  # chapter 10: the plan is one "plan" slice
                     shapes = [x.shape for x in inputs]
                     with profiler.kernel(self.graph.name, shapes, self.backend or "", cat="plan"):
-                        outs = self.runner(_profiled(self.plan), [x._data for x in inputs])
+                        outs = self.runner(self._profiled_plan(), [x._data for x in inputs])
                 else:
                     outs = self.runner(self.plan, [x._data for x in inputs])
         except NotImplementedError as e:
@@ -337,6 +202,14 @@ class CompiledPlan(CompiledGraph):
         return self.graph.unflatten([make(d, dev) for d, dev in zip(outs, self._out_devices)])
 
     __call__ = run
+
+    def _profiled_plan(self) -> Plan:
+        """The plan whose kernels record events, made once (a runner binds it once too)."""
+        plan = self.plan
+        cached = self.__dict__.get("_profiled")
+        if cached is None or cached[0] is not plan:
+            cached = self._profiled = (plan, _profiled(plan))
+        return cached[1]
 
     def memory_plan(self):
         """Chapter 8: where each buffer of the plan lives in the arena, and how good that is."""

@@ -125,6 +125,10 @@ def resolve(root, path: tuple):
                 x = getattr(type(x), arg)
             elif kind == "jit":
                 x = x.fn
+            elif kind == "type":
+                x = type(x)
+            elif kind == "flag":  # an attribute its class may hold (Module.training)
+                x = getattr(x, arg)
         except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:
             raise LookupError(str(e)) from None
     return x
@@ -136,7 +140,7 @@ def path_name(path: tuple) -> str:
         if kind in ("glob", "cell"):
             word = "global" if kind == "glob" else "closure"
             out = f"{word} {arg}" if not out else f"{out} -> {word} {arg}"
-        elif kind == "attr":  # from the root: the jitted object itself (a module)
+        elif kind in ("attr", "flag"):  # from the root: the jitted object itself (a module)
             out = f"{out or 'self'}.{arg}"
         elif kind == "item":
             out = f"{out}[{arg!r}]"
@@ -144,6 +148,8 @@ def path_name(path: tuple) -> str:
             out = "self" if not out else f"{out}.__self__"
         elif kind == "arg":
             out = arg[1]  # (position, name)
+        elif kind == "type":
+            out = f"type({out or 'self'})"
     return out or "the function"
 
 
@@ -202,6 +208,10 @@ def scan(fn, args=(), names=()) -> State:
         elif hasattr(x, "__dict__") and (
             not _library(x) or _is_module(x) or dataclasses.is_dataclass(x)
         ):
+            # its class too: a layer swapped for another one with no state (ReLU -> Tanh)
+            state.idents[path + (("type", None),)] = type(x)
+            if _is_module(x):  # eval() sets what the class held until then
+                state.values[path + (("flag", "training"),)] = value_key(x.training)
             for k, v in list(vars(x).items()):
                 if not k.startswith("__"):
                     walk(v, path + (("attr", k),), depth + 1)
@@ -296,7 +306,13 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
             reasons.append(f"{path_name(path)} changed size from {n} to {now}")
     for path, obj in idents.items():
         try:
-            if resolve(root, path) is not obj:
+            now = resolve(root, path)
+            if now is obj:
+                continue
+            if path[-1][0] == "type":
+                where = path_name(path[:-1])
+                reasons.append(f"{where} changed class from {obj.__name__} to {now.__name__}")
+            else:
                 reasons.append(f"{path_name(path)} is a different object")
         except LookupError:
             reasons.append(f"{path_name(path)} is gone")

@@ -181,7 +181,7 @@ class Trace:
     def graph(self) -> Graph:
         return self.graphs[0]
 
-    def check(self, fn, values: list) -> list[str]:
+    def check(self, fn, values: list, ctx=None) -> list[str]:
         """Why this trace does not fit the state ``fn`` reads now ([] if it fits)."""
         return guards.check((fn, values), self.values, self.sizes, self.idents, self.tensors)
 
@@ -381,7 +381,7 @@ class JitFunction:
         """Every trace this function can reuse, by (argument key, number)."""
         return {(k, i): t for k, ts in self.store.entries.items() for i, t in enumerate(ts)}
 
-    def _key(self, values) -> tuple:
+    def _key(self, values, ctx=None) -> tuple:
         grads = tuple(bool(v.requires_grad) for v in values if isinstance(v, Tensor))
         return guards.by_bits(cache_key(tuple(values))), grads, is_grad_enabled()
 
@@ -400,23 +400,29 @@ class JitFunction:
                     reasons.append(f"{n}.requires_grad changed from {a} to {b}")
         return reasons
 
+    # What a front end adds to jit (chapter 9's compiled step is one): the call's context
+    # (None here), a key over it, how an entry runs and how a call is traced. Later
+    # chapters hook in through ``DYNAMIC`` (dynamic dims), never by being imported here.
+
+    def _context(self, values):
+        return None
+
     def __call__(self, *args, **kwargs):
         names, values, bound = self._binder.flatten(args, kwargs)
         if tracing() and any(isinstance(v, Proxy) for v in values):
             return self.fn(*args, **kwargs)  # called inside another trace: inline it
-        key = self._key(values)
+        ctx = self._context(values)
+        key = self._key(values, ctx)
         reasons: list[str] = []
         for entry in reversed(self.store.entries.get(key, [])):
-            failed = entry.check(self.fn, values)
+            failed = entry.check(self.fn, values, ctx)
             if not failed:
-                return self._run(entry, names, values, bound, args, kwargs)
+                return self._run(entry, names, values, bound, args, kwargs, ctx)
             reasons = reasons or failed
-        if self.dynamic:  # chapter 9: a graph traced with symbolic sizes
-            from ..compile import dynamic
-
-            entry, failed = dynamic.find(self, values, key)
+        if self.dynamic and DYNAMIC:  # chapter 9: a graph traced with symbolic sizes
+            entry, failed = DYNAMIC[0].find(self, values, key)
             if entry is not None:
-                return dynamic.run(self, entry, values)
+                return DYNAMIC[0].run(self, entry, values)
             reasons = failed or reasons
         if self.fell_back:
             return self.fn(*args, **kwargs)
@@ -438,22 +444,24 @@ class JitFunction:
             log.info("jit(%s): retracing because %s", self.name, reason)
             if self.debug:
                 print(f"jit({self.name}): retracing because {reason}")
-        entry = self._trace(names, values, bound, key)
+        entry = self._trace(names, values, bound, key, ctx)
         self.store.add(key, entry)
-        from ..compile import dynamic  # chapter 9: mark_dynamic, automatic dynamic dims
-
-        dynamic.after_trace(self, names, values, bound, key, self._last_key, entry)
+        self._after_trace(names, values, bound, key, entry)
         self._last_key = key
         return entry.result
 
-    def _run(self, entry: Trace, names, values, bound, args, kwargs):
+    def _after_trace(self, names, values, bound, key, entry) -> None:
+        if DYNAMIC:  # chapter 9: mark_dynamic, automatic dynamic dims
+            DYNAMIC[0].after_trace(self, names, values, bound, key, self._last_key, entry)
+
+    def _run(self, entry: Trace, names, values, bound, args, kwargs, ctx=None):
         if entry.eager is not None:
             return self.fn(*args, **kwargs)  # e.g. random numbers: Python draws them
         if entry.compiled is None:
             return self._trace(names, values, bound, None).result  # breaks: Python runs
         return entry.compiled.run(*entry.inputs(self.fn, values))
 
-    def _trace(self, names, values, bound, key) -> Trace:
+    def _trace(self, names, values, bound, key, ctx=None) -> Trace:
         t = trace_call(
             self.fn,
             self._binder,
@@ -606,6 +614,9 @@ class ExplainOutput:
 
 # Later stages add their lines to ``explain``: ``hook(compiled) -> list[str]`` (chapter 8: arena).
 EXPLAIN_HOOKS: list = []
+# Chapter 9's dynamic dims install themselves here (``find``, ``run``, ``after_trace``,
+# ``explain_lines``): the tracer imports nothing from a later chapter.
+DYNAMIC: list = []
 
 
 def explain(fn, options=None):
@@ -633,9 +644,8 @@ def explain(fn, options=None):
         out.fusion = getattr(t.compiled, "fusion", None)
         if t.compiled is not None:
             out.stage_lines = [line for hook in EXPLAIN_HOOKS for line in hook(t.compiled)]
-        from ..compile.dynamic import explain_lines  # chapter 9
-
-        out.dynamic = explain_lines(fn, names, values, bound, t)
+        if DYNAMIC:  # chapter 9
+            out.dynamic = DYNAMIC[0].explain_lines(fn, names, values, bound, t)
         print(out)
         return out
 

@@ -218,7 +218,7 @@ def test_parameters_are_inputs_not_constants():
     loss = f(x2, y2).item()
     check(abs(loss - want) < 1e-5, "9.4", "the step must read the parameter's current value")
     check(
-        f.trace_count == 2,
+        f.trace_count == 1,  # the gradients missing on the first call are never read
         "9.4",
         "updating a parameter must not retrace",
         value=f.trace_count,
