@@ -50,7 +50,13 @@ def mark_dynamic(x: Tensor, dim: int) -> Tensor:
     """
     if not isinstance(x, Tensor):
         raise OpError("mark_dynamic", f"expects a Tensor, got {type(x).__name__}")
-    if not isinstance(dim, int) or isinstance(dim, bool) or not -x.ndim <= dim < x.ndim:
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise OpError(
+            "mark_dynamic",
+            f"dim must be an int, got {type(dim).__name__} {dim!r}",
+            hint=f"pass an int in [{-x.ndim}, {x.ndim}), e.g. mark_dynamic(x, 0)",
+        )
+    if not -x.ndim <= dim < x.ndim:
         raise OpError(
             "mark_dynamic",
             f"dim {dim!r} is out of range for a tensor with {x.ndim} dimension(s)",

@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..core import creation
-from ..core.errors import OpError  # noqa: F401  (the error the exercises raise)
+from ..core.errors import OpError
 from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
 from . import guards
@@ -444,7 +444,19 @@ class JitFunction:
             log.info("jit(%s): retracing because %s", self.name, reason)
             if self.debug:
                 print(f"jit({self.name}): retracing because {reason}")
-        entry = self._trace(names, values, bound, key, ctx)
+        try:
+            entry = self._trace(names, values, bound, key, ctx)
+        except (AttributeError, TypeError) as e:
+            lists = [f"{n} (a {type(v).__name__})" for n, v in zip(names, values)
+                     if isinstance(v, (list, tuple)) and v and not isinstance(v[0], Tensor)]  # fmt: skip
+            if not lists:
+                raise
+            raise OpError(
+                self.name,
+                f"tracing failed ({type(e).__name__}: {e}); {', '.join(lists)} is a static "
+                "Python value, baked into the graph",
+                hint="pass numbers the step computes with as a tensor: minitorch.tensor([...])",
+            ) from e
         self.store.add(key, entry)
         self._after_trace(names, values, bound, key, entry)
         self._last_key = key
@@ -519,10 +531,28 @@ class JitFunction:
             fullgraph=self.fullgraph,
             debug=self.debug,
             cache_limit=self.cache_limit,
+            passes=self.passes,
+            options=self.options,
         )
 
     def __repr__(self) -> str:
         return f"<jit {self.name}: {len(self.cache)} cached signature(s)>"
+
+
+def check_arguments(entry: str, fn, **flags) -> None:
+    """What every front end checks before it traces: a callable, bools, a positive limit."""
+    if not callable(fn) or isinstance(fn, Tensor):
+        raise OpError(
+            entry,
+            f"expects a function, a method or an nn.Module, got {type(fn).__name__} {fn!r:.60}",
+            hint=f"{entry}(step) or @minitorch.{entry} on a def",
+        )
+    for name, v in flags.items():
+        if name == "cache_limit":
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise OpError(entry, f"cache_limit must be an int >= 1, got {v!r}", hint="8")
+        elif not isinstance(v, bool):
+            raise OpError(entry, f"{name} must be True or False, got {v!r}")
 
 
 # One JitFunction per (function, options), kept on the function itself (so it dies
@@ -551,6 +581,13 @@ def jit(fn=None, *, fullgraph=False, debug=False, cache_limit=8, passes=None, op
             cache_limit=cache_limit,
             passes=passes,
             options=options,
+        )
+    check_arguments("jit", fn, fullgraph=fullgraph, debug=debug, cache_limit=cache_limit)
+    if options is not None and type(options).__name__ != "CompileOptions":
+        raise OpError(
+            "jit",
+            f"options must be a CompileOptions, got {type(options).__name__} {options!r}",
+            hint="jit(fn, options=minitorch.CompileOptions(fuse=True))",
         )
     passes = None if passes is None else tuple(passes)
     if isinstance(fn, JitFunction):
