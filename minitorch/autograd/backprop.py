@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 
 from ..core import dtypes as dt
+from ..core import tensor as _tensor
 from ..core.creation import ones
 from ..core.errors import OpError
 from ..core.tensor import Tensor, no_grad
@@ -170,3 +171,7 @@ def graph_size(root: Tensor) -> int:
             seen.add(id(t))
             stack.extend(t._node.inputs)
     return len(seen)
+
+
+if not _tensor.BACKWARD:  # ``Tensor.backward`` calls this (chapter 1 knows no later chapter)
+    _tensor.BACKWARD.append(backward)

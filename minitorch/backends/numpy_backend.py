@@ -13,7 +13,6 @@ from typing import Callable
 
 import numpy as np
 
-from ..core.ops import NUMPY_FUNCS
 from ..core.registry import OpDef, OpKind, Spec, register_kernel
 from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
@@ -51,7 +50,7 @@ class NumpyBackend(Backend):
     name = "numpy"
 
     def generic(self, op: OpDef):
-        fn = NUMPY_FUNCS.get(op.name)
+        fn = op.numpy
         if fn is None:
             return None
         if op.kind is OpKind.REDUCE:
@@ -74,7 +73,7 @@ class NumpyBackend(Backend):
         The layouts a contiguous input has and the result's strides are computed here,
         once, instead of on every call; the plan sets numpy's error state once per run.
         """
-        fn = NUMPY_FUNCS.get(op.name) if not op.kernels.keys() & {"numpy", "*"} else None
+        fn = op.numpy if not op.kernels.keys() & {"numpy", "*"} else None
         if op.name == "relu" and op.kernels.get("numpy") is relu:
             fn, extra = np.maximum, (0,)
         elif op.name == "matmul" and op.kernels.get("numpy") is matmul:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..core.errors import OpError
 from ..passes.options import CompileOptions
 from ..tracing.jit import check_arguments
+from . import parallel  # noqa: F401  (registers the parallel stage)
 from .autotune import autotune_choice, tune_plan
 from .backward import backward_graph, backward_order
 from .runner import build_function, plan_source

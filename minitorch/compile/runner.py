@@ -20,6 +20,7 @@ import numpy as np
 from ..exercises import exercise
 from ..memory import ArenaRunner
 from ..memory.planner import is_view
+from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import Plan
 from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
@@ -105,13 +106,8 @@ class GeneratedArenaRunner(ArenaRunner):
     def __call__(self, plan: Plan, inputs: list) -> list:
         if plan is self._plan and self.arena is not None:  # the steady state: no checks
             return self._finish(self._fn(inputs))
-        try:
-            mp, owner = self._prepare(plan)
-            dests = self._views(plan, mp, owner)
-        except NotImplementedError as e:
-            if "Exercise 8." not in str(e):
-                raise
-            return generated_runner(plan, inputs)  # chapter 8 not done: no arena
+        mp, owner = self._prepare(plan)
+        dests = self._views(plan, mp, owner)
         if self._bound_to is not dests:  # a new arena: every function binds again
             self._fns, self._bound_to = {}, dests
         made = self._fns.get(id(plan))
@@ -148,24 +144,27 @@ def _bind(st, dest):
     return copy_into
 
 
-def install(compiled, dump: str | None = None) -> None:
-    """Choose the runner of ``compiled`` (a ``CompiledPlan``) from its options' mode."""
-    mode = compiled.options.mode
-    if mode not in ("reduce-overhead", "max-autotune"):
-        return
-    try:
-        plan = compiled.plan
-    except NotImplementedError:  # chapter 6 not done: the interpreter runs it
-        return
-    if mode == "max-autotune":
+def install(unit) -> None:
+    """The mode stage: the plan runs as one generated function (and, for max-autotune,
+    with the matmul kernels measured fastest); inside the arena when chapter 8 planned one."""
+    compiled = unit.compiled
+    plan = compiled.plan
+    if compiled.options.mode == "max-autotune":
         from .autotune import tune_plan
 
         tune_plan(plan)
-    try:
-        plan._generated = build_function(plan, dump)
-    except NotImplementedError:  # exercise 9.5 not done yet: chapter 6's loop (or the arena's)
-        return
+    plan._generated = build_function(plan, unit.dump)
     if isinstance(compiled.runner, ArenaRunner):  # options.memory: keep the arena (chapter 8)
-        compiled.runner = GeneratedArenaRunner(compiled.options.inplace, dump)
+        compiled.runner = GeneratedArenaRunner(compiled.options.inplace, unit.dump)
     else:
         compiled.runner = generated_runner
+
+
+def _needs(unit) -> tuple:
+    extra = ("9.6",) if unit is not None and unit.options.mode == "max-autotune" else ()
+    return ("6.9", "6.10", "9.5", *extra)
+
+
+register_stage(
+    Stage("mode", 50, install, wanted=lambda options: options.mode != "default", needs=_needs)
+)

@@ -27,7 +27,7 @@ from ..nn.module import Module, Parameter
 from ..nn.optim import Optimizer
 from ..tracing import guards
 from ..tracing.graph import Node, _unflatten
-from ..tracing.jit import JitFunction, _Store, cache_key, jit
+from ..tracing.jit import EXPLAIN_HOOKS, JitFunction, _Store, cache_key, jit
 from ..tracing.tracer import GraphBreakError, Tracer, flatten_output
 from .backward import StepTrace
 
@@ -614,10 +614,5 @@ class StepReport:
         )
         if s.recompiles:
             lines.append("  retraced: " + "; ".join(s.recompiles))
-        fusion = getattr(c, "fusion", None)  # chapter 7
-        if fusion is not None:
-            lines += [f"  {line}" for line in fusion.lines()[:1]]
-        from ..tracing.jit import EXPLAIN_HOOKS  # chapter 8: the arena
-
-        lines += [f"  {line}" for hook in EXPLAIN_HOOKS for line in hook(c)]
+        lines += [f"  {line}" for hook in EXPLAIN_HOOKS for line in hook(c)]  # every stage's
         return "\n".join(lines)

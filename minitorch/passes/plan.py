@@ -12,23 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from ..backends import base as backends
+from ..core import instrument as profiler
 from ..core.errors import OpError
 from ..core.registry import Spec, get_op
 from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
-from ..profiler import core as profiler
 from ..tracing.graph import Graph, Node
 from ..tracing.interpreter import CompiledGraph, interpret
-from .manager import dump_folder, optimize
 from .options import DEFAULT
-from .rewrite import clone_graph
 
 
 class Step(NamedTuple):
@@ -115,13 +112,10 @@ def kernel_for(backend: str | None) -> Callable[[Node], Callable]:
     """The kernel a node runs with on ``backend`` (default: the device's current backend)."""
 
     def find(node: Node) -> Callable:
-        if node.op == "cond":
-            return _cond_kernel(node)
         b = backends.get_backend(backend) if backend else backends.current(node.spec.device)
-        if node.op == "fused":  # chapter 7: a generated kernel, or the subgraph interpreted
-            from ..fusion.ir import fused_kernel
-
-            return fused_kernel(node, b.name)
+        special = NODE_KERNELS.get(node.op)  # cond; chapter 7's fused nodes
+        if special is not None:
+            return special(node, b.name)
         op = get_op(node.op)
         k = b.kernel(op)  # raises, naming the op, when the backend has none
         # the backend's own kernel, specialised to the node's specs (numpy's take ``dest=``)
@@ -130,7 +124,7 @@ def kernel_for(backend: str | None) -> Callable[[Node], Callable]:
     return find
 
 
-def _cond_kernel(node: Node) -> Callable:
+def _cond_kernel(node: Node, backend: str = "") -> Callable:
     """``cond`` picks a branch from a value, so it runs its branch graph when called."""
     device = node.spec.device
 
@@ -140,6 +134,13 @@ def _cond_kernel(node: Node) -> Callable:
         return interpret(branch, *args[1:])._data
 
     return cond
+
+
+# Nodes that are not registry ops, and how they run in a plan: ``make(node, backend_name)``.
+# Chapter 7 adds "fused" (a generated kernel, or the subgraph interpreted).
+NODE_KERNELS: dict[str, Callable] = {"cond": _cond_kernel}
+# Chapter 8 puts its planner here: ``plan_memory(compiled) -> MemoryPlan``.
+MEMORY_PLANNER: list = []
 
 
 class CompiledPlan(CompiledGraph):
@@ -161,7 +162,7 @@ class CompiledPlan(CompiledGraph):
         self.grad_consts = any(n.value.requires_grad for n in graph.constants)
         self._plans: dict = {}
         self._out_devices = [n.spec.device for n in graph.outputs]
-        self.interpreted = False  # True once lowering or run_plan turned out unimplemented
+        self.interpreted = False  # True when lowering's exercises (6.9, 6.10) are not done
 
     @property
     def plan(self) -> Plan:
@@ -183,21 +184,13 @@ class CompiledPlan(CompiledGraph):
         if (grad or self.grad_consts) and is_grad_enabled() or self.interpreted:
             return super().run(*inputs)
         ctx = backends.use_backend(self.backend) if self.backend else contextlib.nullcontext()
-        try:
-            with ctx, np.errstate(all="ignore"):  # inf/nan follow IEEE, as in eager
-                if profiler.enabled():  # chapter 10: the plan is one "plan" slice
-                    shapes = [x.shape for x in inputs]
-                    with profiler.kernel(self.graph.name, shapes, self.backend or "", cat="plan"):
-                        outs = self.runner(self._profiled_plan(), [x._data for x in inputs])
-                else:
-                    outs = self.runner(self.plan, [x._data for x in inputs])
-        except NotImplementedError as e:
-            if "Exercise 6." not in str(e):
-                raise
-            # Chapter 6 not done yet: earlier chapters' jit keeps working, interpreted.
-            log.info("%s: running the graph with the chapter-5 interpreter", e)
-            self.interpreted = True
-            return super().run(*inputs)
+        with ctx, np.errstate(all="ignore"):  # inf/nan follow IEEE, as in eager
+            if profiler.enabled():  # chapter 10: the plan is one "plan" slice
+                shapes = [x.shape for x in inputs]
+                with profiler.kernel(self.graph.name, shapes, self.backend or "", cat="plan"):
+                    outs = self.runner(self._profiled_plan(), [x._data for x in inputs])
+            else:
+                outs = self.runner(self.plan, [x._data for x in inputs])
         make = Tensor._make
         return self.graph.unflatten([make(d, dev) for d, dev in zip(outs, self._out_devices)])
 
@@ -213,11 +206,9 @@ class CompiledPlan(CompiledGraph):
 
     def memory_plan(self):
         """Chapter 8: where each buffer of the plan lives in the arena, and how good that is."""
-        from ..memory import ArenaRunner
-
-        runner = self.runner if isinstance(self.runner, ArenaRunner) else None
-        runner = runner or ArenaRunner(inplace=self.options.inplace)
-        return runner.memory(self.plan)
+        if not MEMORY_PLANNER:
+            raise OpError("memory_plan", "memory planning (chapter 8) is not loaded")
+        return MEMORY_PLANNER[0](self)
 
     def __repr__(self) -> str:
         return (
@@ -245,65 +236,3 @@ def _profiled(plan: Plan) -> Plan:
 
 
 log = logging.getLogger("minitorch.passes")
-_dumps: dict[str, int] = {}  # dumps per graph name, so a retrace does not overwrite
-
-
-def compile_graph(graph: Graph, backend=None, passes=None, debug=False, options=None):
-    """Verify ``graph``, optimise a copy with ``passes`` (default pipeline if None), lower it.
-
-    The stages, each dumped: passes (chapter 6), then with ``options`` fusion
-    (``options.fuse``, chapter 7), lowering to a plan, memory planning
-    (``options.memory``, chapter 8) and the runner (``options.mode``, chapter 9).
-    """
-    options = options or DEFAULT
-    graph.verify()
-    work = clone_graph(graph)
-    folder = dump_folder(debug)
-    dump = None
-    if folder:
-        _dumps[graph.name] = _dumps.get(graph.name, 0) + 1
-        dump = os.path.join(folder, f"{graph.name}_{_dumps[graph.name]}_passes")
-    try:
-        stats = optimize(work, passes, debug=debug, dump=dump)
-    except NotImplementedError as e:
-        if "Exercise 6." not in str(e):
-            raise
-        # Chapter 6 not done yet: chapter 5's jit must keep working, unoptimised.
-        log.info("%s: the graph runs without passes", e)
-        work, stats = clone_graph(graph), []
-    if debug:
-        work.verify()
-    fusion = None
-    if options.fuse:  # chapter 7: group ops into fused nodes, dumped as NN-fused.txt
-        from ..fusion import fuse_stage
-
-        fusion = fuse_stage(work, debug=debug, dump=dump, number=len(stats) + 1)
-        for n in work.nodes if options.fast_math else ():  # the code generator reads it
-            if n.op == "fused":
-                n.attrs["fast_math"] = True
-    compiled = CompiledPlan(graph, work, backend, stats, options)
-    compiled.fusion = fusion  # a FusionReport (groups, refusals) or None
-    # chapters 8 and 9: memory planning and the runner are chosen here from ``options``
-    if options.memory:
-        from ..memory import install
-
-        install(compiled, dump)
-    if options.mode != "default":  # chapter 9: a generated runner, autotuned matmuls
-        from ..compile.runner import install
-
-        install(compiled, dump)
-    if options.parallel:  # chapter 9: independent steps run on a thread pool
-        from ..compile.parallel import install
-
-        install(compiled)
-    if dump:
-        with open(os.path.join(dump, "plan.txt"), "w", encoding="utf-8") as f:
-            try:
-                f.write(compiled.plan.text() + "\n")
-            except NotImplementedError as e:
-                f.write(f"no plan: {e}\n")
-        if fusion is not None:  # chapter 7: the generated source of every fused group
-            from ..fusion.runtime import dump_kernels
-
-            dump_kernels(work, dump)
-    return compiled

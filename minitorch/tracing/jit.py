@@ -614,6 +614,8 @@ class ExplainOutput:
     side_effects: list[str] = field(default_factory=list)
     fusion: object = None  # chapter 7: a FusionReport when options.fuse
     dynamic: list[str] = field(default_factory=list)  # chapter 9: dynamic dims and why
+    stage_lines: list[str] = field(default_factory=list)  # the compiler's stages, in order
+    pass_stats: list = field(default_factory=list)  # chapter 6
 
     @property
     def op_count(self) -> int:
@@ -633,13 +635,7 @@ class ExplainOutput:
         if self.pass_stats:
             lines.append("Passes:")
             lines += [f"  {s}" for s in self.pass_stats]
-        if self.fusion is not None:
-            lines.append("Fusion:")
-            lines += [f"  {line}" for line in self.fusion.lines()]
-            from ..fusion.runtime import explain_lines  # how each group runs (codegen)
-
-            lines += explain_lines(self.fusion.groups)
-        lines += getattr(self, "stage_lines", [])  # chapters 8-9, through EXPLAIN_HOOKS
+        lines += self.stage_lines  # what each stage of the compiler says (chapters 7-9)
         if self.dynamic:
             lines.append("Dynamic dims:")
             lines += [f"  {s}" for s in self.dynamic]
@@ -649,7 +645,7 @@ class ExplainOutput:
         return "\n".join(lines)
 
 
-# Later stages add their lines to ``explain``: ``hook(compiled) -> list[str]`` (chapter 8: arena).
+# The compiler (chapter 6's pipeline) puts ``explain_lines(compiled) -> list[str]`` here.
 EXPLAIN_HOOKS: list = []
 # Chapter 9's dynamic dims install themselves here (``find``, ``run``, ``after_trace``,
 # ``explain_lines``): the tracer imports nothing from a later chapter.
