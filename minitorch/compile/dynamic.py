@@ -14,11 +14,13 @@ after a retrace caused only by that dimension's size (as ``torch.compile`` does)
   fusion, memory plan) once per size, kept in a small per-size cache.
 
 A graph is only reused across sizes if Python did not bake the size into it (a
-reshape to ``(x.shape[0] * 3,)``, a division by ``x.shape[0]``). jit checks this by
-comparing two traces at different sizes: the second one, re-specialised to the
-first one's sizes, must be the same program, constants and attributes included.
-Otherwise the dimension stays static and the reason is kept for ``explain``.
-Limit: a Python ``if`` on the size that both traced sizes take alike is not seen.
+reshape to ``(x.shape[0] * 3,)``, a division by ``x.shape[0]``, a branch on it). jit
+checks this by comparing traces at other sizes: every size traced so far for the
+same Python state, one at the smallest sizes the symbols admit and, for a marked
+input, one at a larger size; each, re-specialised, must be the same program,
+constants and attributes included. Otherwise the dimension stays static and the
+reason is kept for ``explain``. Limit: a Python ``if`` on the size that every
+compared size takes alike (``x.shape[0] > 1000``) is not seen.
 """
 
 from __future__ import annotations
