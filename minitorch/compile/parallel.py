@@ -13,7 +13,6 @@ matters is "after its producers"; results are the sequential runner's, bit for b
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -21,8 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from ..exercises import exercise
 from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import Plan, run_plan
-
-log = logging.getLogger("minitorch.passes")
 
 WORKERS = int(os.environ.get("MINITORCH_THREADS", "2"))
 

@@ -198,8 +198,9 @@ class StepEntry:
         reasons = guards.check((fn, values), self.values, self.sizes, self.idents, [])
         for k, spec in self.grad_deps:
             g = params[k].grad
-            if (None if g is None else g.spec) != spec:
-                was, now = ("None" if x is None else str(x) for x in (spec, g and g.spec))
+            now = None if g is None else g.spec
+            if now != spec:
+                was, now = ("None" if x is None else str(x) for x in (spec, now))
                 reasons.append(f"{self.names[k]}.grad changed from {was} to {now}")
         for group in self.aliases:
             first = _role(group[0], params, opts)
@@ -502,7 +503,10 @@ class CompiledStep(JitFunction):
         return super().__call__(*args, **kwargs)
 
     def _context(self, values):
-        return find_state(self.fn, values)
+        params, opts = find_state(self.fn, values)
+        for o in opts:  # the buffers of the first step exist before it: one trace, not two
+            o.init_state()
+        return params, opts
 
     def _key(self, values, ctx=None) -> tuple:
         params, opts = ctx if ctx is not None else find_state(self.fn, values)
@@ -552,14 +556,7 @@ class CompiledStep(JitFunction):
         if not entry.trained:  # no backward, no update: an inference function, plain jit's
             self._jit = jit(self.fn, fullgraph=self.fullgraph, options=self.options)
             return _Handed(entry.run(values, params, opts))  # this call: Python ran once
-        if entry.side_effects:
-            warnings.warn(
-                f"compile({self.name}): while tracing, the step changed Python state: "
-                + "; ".join(entry.side_effects)
-                + ". Such side effects run once, when tracing, not on every call",
-                RuntimeWarning,
-                stacklevel=4,
-            )
+        self._warn_side_effects(entry.side_effects, "compile")
         t0 = time.perf_counter()
         entry.result = entry.run(values, params, opts)
         entry.times["first run"] = time.perf_counter() - t0

@@ -1,5 +1,7 @@
 """minitorch against PyTorch on the CPU, one thread each: ``python -m minitorch.compile.vs_torch``.
 
+It runs your code (``MINITORCH_MODE=reference`` runs the reference solutions).
+
 For each model (the 64-128-10 MLP at batch 32, a 784-256-10 MLP at batch 128 and
 the chapter-3 digits CNN at batch 32) it times one SGD training step and one
 forward under ``no_grad``: minitorch eager, minitorch compiled (``default`` and
@@ -17,11 +19,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-import tracemalloc
 
 import numpy as np
 
 from ..core.tensor import Tensor, no_grad
+from . import capstone
 
 MODELS = {"mlp 64-128-10 b32": (64, 128, 10, 32), "mlp 784-256-10 b128": (784, 256, 10, 128)}
 CNN = "capstone cnn b32"
@@ -127,14 +129,8 @@ def minitorch_sides(name: str) -> tuple[dict, dict, dict]:
 
 
 def _peak(fn) -> float:
-    fn()
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        fn()
-        return tracemalloc.get_traced_memory()[1] / 1024
-    finally:
-        tracemalloc.stop()
+    fn()  # warm: the first call compiles
+    return capstone._peak(fn)
 
 
 def torch_sides(name: str, use_compile: bool) -> tuple[dict, dict]:

@@ -8,7 +8,6 @@ the refusal table), the generated kernels' source and its ``explain`` lines.
 
 from __future__ import annotations
 
-import logging
 import os
 
 from ..passes.pipeline import Stage, register_stage
@@ -17,8 +16,6 @@ from ..tracing.graph import VERIFIERS, Graph
 from .group import build_fused_node, find_groups, is_compute
 from .ir import FUSED, fused_kernel, verify_with_fused
 from .reasons import FusionReport
-
-log = logging.getLogger("minitorch.fusion")
 
 
 def fuse(graph: Graph) -> FusionReport:

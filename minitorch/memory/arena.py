@@ -10,7 +10,6 @@ every planned step writes straight into its view of it.
 from __future__ import annotations
 
 import copy
-import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,8 +30,6 @@ from .planner import (
     lower_bound,
     no_reuse,
 )
-
-log = logging.getLogger("minitorch.memory")
 
 
 @dataclass

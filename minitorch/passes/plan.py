@@ -11,7 +11,6 @@ pre-inferred spec. Running it is one flat loop of kernel calls.
 from __future__ import annotations
 
 import contextlib
-import logging
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
@@ -233,6 +232,3 @@ def _profiled(plan: Plan) -> Plan:
     return Plan(
         [wrap(st) for st in plan.steps], plan.num_slots, plan.consts, plan.inputs, plan.outputs
     )
-
-
-log = logging.getLogger("minitorch.passes")

@@ -11,7 +11,6 @@ report their kernels with :func:`kernel`; hot loops guard it with :func:`enabled
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import weakref
@@ -196,15 +195,6 @@ def _hook(op, inputs, attrs):
     return profiled_apply(prof, op, inputs, attrs)
 
 
-@contextlib.contextmanager
 def record(name: str):
     """A user range, e.g. ``with record("data loading"):``, shown as its own row and bar."""
-    prof = _active[0]
-    if prof is None:
-        yield
-        return
-    t0 = prof.clock()
-    try:
-        yield
-    finally:
-        prof.add_event(name, "range", t0, prof.clock())
+    return kernel(name, cat="range")

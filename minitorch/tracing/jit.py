@@ -490,15 +490,18 @@ class JitFunction:
             self.trace_count += 1
             self.store.trace_count += 1
             _dump(t.graphs, self.debug, self._tag(key))
-            if t.side_effects:
-                warnings.warn(
-                    f"jit({self.name}): while tracing, the function changed Python state: "
-                    + "; ".join(t.side_effects)
-                    + ". Such side effects run once, when tracing, not on every call",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+            self._warn_side_effects(t.side_effects)
         return t
+
+    def _warn_side_effects(self, effects: list[str], entry: str = "jit") -> None:
+        if effects:
+            warnings.warn(
+                f"{entry}({self.name}): while tracing, the function changed Python state: "
+                + "; ".join(effects)
+                + ". Such side effects run once, when tracing, not on every call",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     def _tag(self, key) -> str:
         """A file name unique per function (code location) and signature."""
