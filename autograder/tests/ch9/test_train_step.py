@@ -183,9 +183,9 @@ def test_compiled_training_equals_eager_over_20_steps():
     data = batches(1, 20, 8, 6, 3)
     f = _same_training("9.3", (6, 12, 3), data, lr=0.2, momentum=0.9)
     check(
-        len(f.entries) == 2,
+        len(f.entries) == 1,  # the momentum buffers exist (zeros) before the first step
         "9.3",
-        "one graph without and one with momentum buffers",
+        "one graph for every step, the first included",
         value=len(f.entries),
     )
 
