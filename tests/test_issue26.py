@@ -224,3 +224,27 @@ def test_backward_twice_on_one_graph_warns():
         warnings.simplefilter("always")
         loss.backward()
     assert any("backward() ran on this graph before" in str(s.message) for s in seen)
+
+
+def test_a_users_optimizer_class_is_not_guarded_attribute_by_attribute():
+    # its step counter changed on every call: a retrace per step
+    class Nesterov(nn.optim.Optimizer):
+        def update(self, p, grad, state):
+            v = grad if "v" not in state else state["v"] * 0.9 + grad
+            state["v"] = v
+            return p - (grad + v * 0.9) * 0.05
+
+    m = nn.Linear(2, 1)
+    o = Nesterov(m, lr=0.05)
+
+    def step(x):
+        o.zero_grad()
+        loss = m(x).sum()
+        loss.backward()
+        o.step()
+        return loss
+
+    f = mt.compile(step)
+    for _ in range(4):
+        f(mt.tensor(X))
+    assert f.trace_count == 2, f.recompiles  # the first step creates its "v" buffers

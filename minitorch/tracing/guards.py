@@ -205,6 +205,8 @@ def scan(fn, args=(), names=()) -> State:
             walk(x.fn, path + (("jit", None),), depth + 1)
         elif isinstance(x, (types.ModuleType, type)):
             return
+        elif _is_optimizer(x):  # its state and step count are the step's inputs (chapter 9)
+            state.idents[path] = x
         elif hasattr(x, "__dict__") and (
             not _library(x) or _is_module(x) or dataclasses.is_dataclass(x)
         ):
@@ -247,6 +249,12 @@ def scan(fn, args=(), names=()) -> State:
         if isinstance(f, types.FunctionType):
             walk_function(f, (("method", meth),), 0)
     return state
+
+
+def _is_optimizer(x) -> bool:
+    from ..nn.optim import Optimizer
+
+    return isinstance(x, Optimizer)
 
 
 def _is_module(x) -> bool:
