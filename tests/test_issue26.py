@@ -192,10 +192,7 @@ def test_entry_points_check_their_arguments(make, words):
         make()
 
 
-def test_a_step_called_with_a_list_says_so():
-    m = nn.Linear(3, 1)
-    o = nn.SGD(m, lr=0.1)
-
+def _sum_step(m, o):
     def step(x):
         o.zero_grad()
         loss = m(x).sum()
@@ -203,6 +200,12 @@ def test_a_step_called_with_a_list_says_so():
         o.step()
         return loss
 
+    return step
+
+
+def test_a_step_called_with_a_list_says_so():
+    m = nn.Linear(3, 1)
+    step = _sum_step(m, nn.SGD(m, lr=0.1))
     with pytest.raises(mt.OpError, match=r"x \(a list\) is a static Python value"):
         mt.compile(step)([1.0, 2.0, 3.0])
 
@@ -235,16 +238,7 @@ def test_a_users_optimizer_class_is_not_guarded_attribute_by_attribute():
             return p - (grad + v * 0.9) * 0.05
 
     m = nn.Linear(2, 1)
-    o = Nesterov(m, lr=0.05)
-
-    def step(x):
-        o.zero_grad()
-        loss = m(x).sum()
-        loss.backward()
-        o.step()
-        return loss
-
-    f = mt.compile(step)
+    f = mt.compile(_sum_step(m, Nesterov(m, lr=0.05)))
     for _ in range(4):
         f(mt.tensor(X))
     assert f.trace_count == 2, f.recompiles  # the first step creates its "v" buffers

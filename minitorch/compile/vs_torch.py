@@ -87,14 +87,7 @@ def minitorch_sides(name: str) -> tuple[dict, dict, dict]:
     x, y = Tensor(xs), Tensor(ys)
     for label in ("eager", "default", "reduce-overhead"):
         model, _ = _minitorch_model(name)
-        opt = nn.SGD(model, lr=0.01, momentum=0.9)
-
-        def step(x, y, model=model, opt=opt):
-            opt.zero_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = capstone.training_step(model, nn.SGD(model, lr=0.01, momentum=0.9), loss_fn)
 
         if label == "eager":
             steps[label] = lambda s=step: s(x, y)
