@@ -110,7 +110,7 @@ def test_sample_next_examples_and_edges():
         ((np.array([1.0, 3.0, 3.0]), 0.0, None, 0.7), 1),  # greedy: the first maximum
         ((np.array([5.0, 1.0, 5.0, 0.0]), 1.0, 1, 0.9), 0),  # a tie at top-1: the lower index
         ((np.array([-1e9, 0.0, 0.0]), 1.0, 2, 0.0), 1),  # token 0 is masked: probability 0
-        ((np.array([1000.0, 999.0]), 1.0, None, 0.9), 1),  # large logits: subtract the max
+        ((np.array([1000.0, 999.0]), 1.0, None, 0.1), 0),  # large logits: subtract the max
         ((np.array([2.0, 1.0]), 100.0, None, 0.45), 0),  # high temperature: nearly uniform
         ((np.array([2.0, 1.0]), 100.0, None, 0.51), 1),
     ]
