@@ -349,7 +349,7 @@ register_op("gelu", OpKind.ELEMENTWISE, 1, _gelu_infer, scalar=_gelu, onnx=onnx_
 
 
 def gelu_ref(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(_C * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.tanh(_C * (x + 0.044715 * (x * x * x))))  # x**3 is 8x slower
 
 
 @register_kernel("gelu", "numpy")
