@@ -62,7 +62,7 @@ def test_export_refusals_name_the_problem():
     with pytest.raises(OpError, match="not an input"):
         export(lambda x: x.relu(), minitorch.randn(2), dynamic_axes={"input3": {0: "b"}})
     with pytest.raises(OpError, match="dynamic dim"):
-        export(lambda x: x[1:], minitorch.randn(3, 2), dynamic_axes={"input0": {0: "b"}})
+        export(lambda x: x[-3::-1], minitorch.randn(3, 2), dynamic_axes={"input0": {0: "b"}})
     with pytest.raises(OpError, match="expand"):
         export(
             lambda x, y: y.expand(x.shape[0], 3),
@@ -92,3 +92,76 @@ def test_a_custom_op_exports_once_it_has_an_emitter():
         return ctx.node("Softplus", names)
 
     np.testing.assert_allclose(_run(export(softplus, x), x)[0], softplus(x).numpy(), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- issue 26: dynamic dims, dtypes
+
+BATCH = {"input0": {0: "batch"}}
+
+
+def _matches_at(model, fn, sizes, tail=(3,)):
+    for n in sizes:
+        x = minitorch.randn(n, *tail)
+        want = fn(x)
+        want = want if isinstance(want, tuple) else (want,)
+        for got, w in zip(_run(model, x), want):
+            np.testing.assert_allclose(got, w.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"batch {n}")
+
+
+def test_a_value_computed_from_a_dynamic_dim_follows_it():
+    # exported at batch 4, x.sum(0) / x.shape[0] divided by 4 at every batch size
+    for f in (
+        lambda x: x.sum(0) / x.shape[0],
+        lambda x: x + (x.shape[0] - 1),
+        lambda x: x.sum() / x.numel(),
+        lambda x: (x > 0).astype("int64") * x.shape[0],
+    ):
+        model = export(f, minitorch.randn(4, 3), dynamic_axes=BATCH)
+        _matches_at(model, f, (1, 4, 8))
+    assert "Shape" in [n.op_type for n in model.graph.node]
+
+
+def _refusal(f, *words, x=None):
+    with pytest.raises(OpError) as e:
+        export(f, minitorch.randn(4, 3) if x is None else x, dynamic_axes=BATCH)
+    message = str(e.value)
+    assert e.value.op == "onnx.export", message
+    for word in ("test_ch10_onnx.py:", *words):
+        assert word in message, f"{word!r} not in {message!r}"
+    return message
+
+
+def test_what_depends_on_a_dynamic_dim_is_refused_with_its_line():
+    _refusal(lambda x: x * (1.0 / x.shape[0]), "0.25", "'batch'", "4, 5, 11")
+    _refusal(lambda x: x * 2.0 if x.shape[0] > 4 else x * 3.0, "branch")  # the same ops
+    _refusal(lambda x: x.relu() if x.shape[0] > 4 else x.exp(), "relu", "exp")
+    _refusal(lambda x: x[: x.shape[0] - 1], "key=")
+    _refusal(lambda x: x * minitorch.ones(x.shape[0], 1), "shape [4, 1]")
+
+    def rows(x):
+        y = x[0]
+        for i in range(1, x.shape[0]):
+            y = y + x[i]
+        return y
+
+    _refusal(rows, "more nodes")
+
+
+def test_size_free_indexing_of_a_dynamic_dim_exports():
+    # x[-1] was written as row 3 of the example; slices of a dynamic dim were refused
+    def f(x):
+        return x[-1], x[1:], x[:-1], x[::-1], x[::2], x[-2:], x[:, -1]
+
+    _matches_at(export(f, minitorch.randn(4, 3), dynamic_axes=BATCH), f, (2, 4, 9))
+
+
+def test_export_of_cuda_inputs_with_a_dynamic_batch():
+    # the second trace's inputs were made on the CPU
+    lin = minitorch.nn.Linear(3, 2, seed=0)
+    lin.weight = minitorch.nn.Parameter(lin.weight.numpy(), device="cuda")
+    lin.bias = minitorch.nn.Parameter(lin.bias.numpy(), device="cuda")
+    model = export(lin, minitorch.randn(4, 3).to("cuda"), dynamic_axes=BATCH)
+    x = minitorch.randn(6, 3)
+    with minitorch.no_grad():
+        want = lin(x.to("cuda")).numpy()
+    np.testing.assert_allclose(_run(model, x)[0], want, rtol=1e-5, atol=1e-6)

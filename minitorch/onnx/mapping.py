@@ -180,6 +180,36 @@ def _expand(ctx, node, names):
     return ctx.node("Expand", [names[0], ctx.const(np.array(shape, np.int64))])
 
 
+END = 2**62  # a Slice bound past any dim: "to the end" (negated: "before the first")
+
+
+def _bounds(k, size: int, dynamic: bool, node, d: int) -> tuple[int, int, int]:
+    """Slice bounds for ``k`` on a dim: resolved for a static dim, as written for a dynamic one
+    (ONNX resolves negative bounds at run time as Python does, but clamps a negative-step
+    start below ``-size`` to the first element, where Python yields nothing)."""
+    if not isinstance(k, slice):
+        k = int(k)
+        if not dynamic:
+            k %= size
+        return k, k + 1 if k != -1 else END, 1
+    if not dynamic:
+        start, stop, step = k.indices(size)
+        return start, stop if stop >= 0 or step > 0 else -END, step
+    step = 1 if k.step is None else k.step
+    if step < 0 and k.start is not None and k.start < -1:
+        raise OpError(
+            "onnx.export",
+            f"getitem %{node.name} ({node.where}) steps backwards from {k.start} on the "
+            f"dynamic dim {d}: Python gives nothing once the dim is shorter than {-k.start}, "
+            "ONNX would start at the first element",
+            hint="reverse first and slice forwards (x[::-1][1:]), or drop that dim from "
+            "dynamic_axes",
+        )
+    start = k.start if k.start is not None else 0 if step > 0 else END
+    stop = k.stop if k.stop is not None else END if step > 0 else -END
+    return start, stop, step
+
+
 @register_onnx("getitem")
 def _getitem(ctx, node, names):
     """Basic indexing: one Slice for every axis, then Squeeze the integer-indexed axes."""
@@ -187,24 +217,12 @@ def _getitem(ctx, node, names):
     dyn = ctx.dims(node.inputs[0])
     starts, ends, axes, steps, squeeze = [], [], [], [], []
     for d, k in enumerate(node.attrs["key"]):
-        if isinstance(k, slice):
-            if k == slice(None):
-                continue
-            if d in dyn:
-                raise OpError(
-                    "onnx.export",
-                    f"getitem %{node.name} slices the dynamic dim {d}",
-                    hint="slice only static dims, or export without dynamic_axes",
-                )
-            start, stop, step = k.indices(src.shape[d])
-            if step < 0 and stop < 0:
-                stop = -(2**62)  # "before the first element" for a negative step
-            starts.append(start), ends.append(stop), steps.append(step)
-        else:
-            k = int(k) % src.shape[d]
-            starts.append(k), ends.append(k + 1), steps.append(1)
+        if k == slice(None):
+            continue
+        start, stop, step = _bounds(k, src.shape[d], d in dyn, node, d)
+        starts.append(start), ends.append(stop), steps.append(step), axes.append(d)
+        if not isinstance(k, slice):
             squeeze.append(d)
-        axes.append(d)
     out = names[0]
     if axes:
         arrays = [np.array(v, np.int64) for v in (starts, ends, axes, steps)]
