@@ -9,6 +9,7 @@ import pytest
 
 import minitorch
 from minitorch import OpError
+from minitorch.fast.cnn import DigitsCNN
 from minitorch.nn.train import mlp
 from minitorch.onnx import export, register_onnx
 
@@ -153,6 +154,63 @@ def test_size_free_indexing_of_a_dynamic_dim_exports():
         return x[-1], x[1:], x[:-1], x[::-1], x[::2], x[-2:], x[:, -1]
 
     _matches_at(export(f, minitorch.randn(4, 3), dynamic_axes=BATCH), f, (2, 4, 9))
+
+
+def test_every_comparison_and_op_on_bools_exports():
+    a = minitorch.tensor([[True, False, True], [False, False, True]])
+    b = minitorch.tensor([[False, False, True], [True, False, False]])
+
+    def f(a, b):
+        return (
+            a < b, a <= b, a > b, a >= b, a == b, a != b,
+            a + b, a * b, minitorch.dispatch("maximum", a, b), minitorch.dispatch("minimum", a, b),
+            a.abs(), a.relu(),
+            a.max(axis=0), a.min(axis=1), a.argmax(axis=1), a @ b.permute(1, 0),
+            minitorch.where(a, a, b), a.sum(axis=0),
+        )  # fmt: skip
+
+    model = export(f, (a, b))
+    for got, want in zip(_run(model, a, b), f(a, b)):
+        np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_eager_special_cases_survive_export():
+    nan = float("nan")
+    x = minitorch.tensor([[0.0, nan, 1.0], [2.0, 1.0, 0.0]])
+    outs = _run(export(lambda x: (x.max(axis=1), x.min(), x.argmax(axis=1)), x), x)
+    np.testing.assert_array_equal(outs[0], [nan, 2.0])  # NaN wins, as in numpy
+    assert np.isnan(outs[1]) and list(outs[2]) == [1, 0]
+    empty = minitorch.zeros(0, 3)
+    mean, flat = _run(export(lambda e: (e.mean(), e.reshape(3, 0)), empty), empty)
+    assert np.isnan(mean) and flat.shape == (3, 0)
+
+
+def test_float64_convolutions_run_in_onnxruntime():
+    # onnxruntime has no float64 Conv or AveragePool kernel: export writes them another way
+    x = minitorch.randn(2, 2, 5, 5, dtype="float64")
+    w = minitorch.randn(3, 2, 3, 3, dtype="float64")
+
+    def f(x, w):
+        y = minitorch.dispatch("conv2d", x, w, stride=2, padding=1)
+        return y, minitorch.dispatch("avg_pool2d", x, kernel_size=(2, 2), stride=(2, 1))
+
+    model = export(f, (x, w), dynamic_axes={"input0": {0: "n"}})
+    x = minitorch.randn(4, 2, 5, 5, dtype="float64")
+    for got, want in zip(_run(model, x, w), f(x, w)):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("opset", range(minitorch.onnx.OPSET, minitorch.onnx.MAX_OPSET + 1))
+def test_every_accepted_opset_runs(opset):
+    cnn = DigitsCNN(channels=(2, 3), hidden=4, seed=0)
+    model = export(cnn, minitorch.randn(2, 1, 8, 8), dynamic_axes=BATCH, opset=opset)
+    assert model.opset_import[0].version == opset
+    x = minitorch.randn(5, 1, 8, 8)
+    with minitorch.no_grad():
+        np.testing.assert_allclose(_run(model, x)[0], cnn(x).numpy(), rtol=1e-5, atol=1e-5)
+    a, b = minitorch.tensor([True, False, False]), minitorch.tensor([False, False, True])
+    got = _run(export(lambda a, b: a >= b, (a, b), opset=opset), a, b)[0]
+    assert list(got) == [True, True, False]
 
 
 def test_export_of_cuda_inputs_with_a_dynamic_batch():
