@@ -12,6 +12,7 @@ import pytest
 
 import minitorch as mt
 from minitorch.fast.cnn import DigitsCNN
+from minitorch.fast.cnn import cross_entropy as cnn_loss
 from minitorch.nn import functional as F
 from minitorch.onnx import export
 
@@ -129,6 +130,9 @@ CATALOGUE = [
     ("cross_entropy float target", lambda: F.cross_entropy(x, mt.tensor([0.5, 1.0])), E, ["cross_entropy", "float32"]),
     ("cross_entropy 1-D logits", lambda: F.cross_entropy(v, mt.tensor([0])), E, ["cross_entropy", "(3,)"]),
     ("cross_entropy shape", lambda: F.cross_entropy(x, mt.tensor([0, 1, 2])), E, ["cross_entropy", "(3,)"]),
+    ("cnn cross_entropy target = C", lambda: cnn_loss(x, mt.tensor([0, 3])), E, ["cross_entropy", "3", "[0, 3)"]),
+    ("cnn cross_entropy target -1", lambda: cnn_loss(x, mt.tensor([-1, 0])), E, ["cross_entropy", "-1"]),
+    ("cnn cross_entropy float target", lambda: cnn_loss(x, mt.tensor([0.0, 1.0])), E, ["cross_entropy", "float32"]),
     # onnx.export: every argument checked before tracing
     ("export opset 1", lambda: export(relu, v, opset=1), E, ["onnx.export", "opset 1", "18"]),
     ("export opset string", lambda: export(relu, v, opset="18"), E, ["onnx.export", "opset", "'18'"]),

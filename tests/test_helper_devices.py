@@ -1,0 +1,101 @@
+"""Issue 26, class 10: helpers that make tensors make them on their inputs' device.
+
+The CNN's loss built its class indices on the CPU (cuda logits failed with
+"inputs are on different devices"), Adam's buffers and a compiled Adam step's
+counters were CPU tensors beside cuda parameters, and the accuracy helpers put
+their inputs on the CPU whatever the model's device. Each test failed before
+the fix; cuda is Numba's simulator here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from backends_util import BACKENDS, on
+
+import minitorch as mt
+from minitorch.fast import cnn
+from minitorch.nn import functional as F
+from minitorch.nn.module import Linear, Parameter, ReLU, Sequential
+from minitorch.nn.optim import Adam
+from minitorch.nn.train import evaluate
+
+Z = np.array([[1.0, 2.0, 0.5], [0.5, 0.1, 0.0], [-1.0, 0.0, 3.0]])
+TARGETS = [1, 0, 2]
+
+
+def _numpy_loss():
+    logp = Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
+    return -logp[np.arange(3), TARGETS].mean()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cnn_cross_entropy_on_every_backend(backend):
+    # cuda: "inputs are on different devices"; python and cuda have no logsumexp kernel
+    with on(backend) as T:
+        logits = T(Z, requires_grad=True)
+        loss = cnn.cross_entropy(logits, T(TARGETS))
+        loss.backward()
+        assert loss.device == logits.device and logits.grad.device == logits.device
+        assert loss.item() == pytest.approx(_numpy_loss(), rel=1e-9)
+        soft = np.exp(Z) / np.exp(Z).sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(logits.grad.numpy(), (soft - np.eye(3)[TARGETS]) / 3, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "targets, words",
+    [([0, 3, 1], ["[0, 3)", "3"]), ([-1, 0, 1], ["[0, 3)", "-1"]), ([0.0, 1.0, 2.0], ["int64"])],
+)
+def test_cnn_cross_entropy_refuses_targets_that_are_not_classes(targets, words):
+    # a target equal to the number of classes gave a loss (its one-hot row was all zeros)
+    with pytest.raises(mt.OpError) as e:
+        cnn.cross_entropy(mt.tensor(Z), mt.tensor(targets))
+    assert e.value.op == "cross_entropy"
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def _cuda_mlp():
+    model = Sequential(Linear(4, 5, seed=0), ReLU(), Linear(5, 3, seed=1))
+    for lin in (model[0], model[2]):
+        lin.weight = Parameter(lin.weight.numpy(), device="cuda")
+        lin.bias = Parameter(lin.bias.numpy(), device="cuda")
+    return model
+
+
+X = np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)
+Y = np.array([0, 1, 2, 0, 1, 2])
+
+
+def _adam_losses(compiled: bool) -> list[float]:
+    model = _cuda_mlp()
+    opt = Adam(model, lr=0.1)
+    x, y = mt.tensor(X, device="cuda"), mt.tensor(Y, device="cuda")
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = mt.compile(step) if compiled else step
+    losses = [step(x, y).item() for _ in range(2)]
+    assert all(p.device == "cuda" for p in model.parameters())
+    return losses
+
+
+def test_adam_trains_cuda_parameters_eager_and_compiled():
+    # Adam's moment buffers (eager) and its step counters (compiled) were made on the CPU
+    eager = _adam_losses(compiled=False)
+    assert eager[1] < eager[0]
+    assert _adam_losses(compiled=True) == pytest.approx(eager, rel=1e-5)
+
+
+def test_accuracy_helpers_follow_the_model_device():
+    # both put the numpy inputs on the CPU beside a cuda model
+    model = _cuda_mlp()
+    with mt.no_grad():
+        pred = model(mt.tensor(X, device="cuda")).argmax(axis=-1).numpy()
+    assert cnn.accuracy(model, X, Y) == pytest.approx((pred == Y).mean())
+    loss, acc = evaluate(model, X, Y)
+    assert acc == pytest.approx((pred == Y).mean()) and np.isfinite(loss)
