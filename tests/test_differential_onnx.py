@@ -83,7 +83,7 @@ def redraw(arrays, batched, size, rng):
 @pytest.mark.parametrize("name, dtype", PAIRS)
 def test_onnx_matches_eager(name, dtype):
     @settings(
-        max_examples=3 * _SCALE,
+        max_examples=6 * _SCALE,
         derandomize=True,
         deadline=None,
         suppress_health_check=list(HealthCheck),
