@@ -1,7 +1,7 @@
 """``minitorch.onnx.export``: trace, find the dynamic dims, write an ONNX model.
 
 1. trace the function (or model) on the example inputs into a chapter-5 graph;
-2. with ``dynamic_axes``, trace again with each named dim at two other sizes:
+2. with ``dynamic_axes``, trace again with each named dim at other sizes:
    the dims that differ are dynamic (exercise 10.5), and whatever else differs
    (a branch, a constant computed from the size) is refused or rebuilt
    (``sizes.py``);

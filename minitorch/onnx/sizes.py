@@ -1,7 +1,7 @@
 """What a dynamic dim reaches: the probe traces behind ``dynamic_axes``.
 
 A trace records sizes as plain numbers. So ``export`` traces the program again
-with each named dynamic dim (every dim that shares the name, together) at two
+with each named dynamic dim (every dim that shares the name, together) at
 other sizes, and compares each probe with the example's trace node by node:
 
 * the dims that follow the name (exercise 10.5 on each probe) become ONNX
@@ -10,11 +10,12 @@ other sizes, and compares each probe with the example's trace node by node:
   on the size (a branch, a loop, a slice bound). One ONNX graph cannot follow
   that, so export refuses and names the line;
 * a constant whose value differs was computed from the size. When it is
-  ``a * size + b`` at all three sizes it is rebuilt in the model from the
-  input's ``Shape``; anything else is refused with the line that used it.
+  ``a * size + b`` at every size it is rebuilt in the model from the input's
+  ``Shape``; anything else is refused with the line that used it.
 
-Three sizes catch a branch only when one of them takes the other path: a
-threshold far from all three is invisible to a tracer.
+The sizes catch a branch on the size when one of them takes the other path:
+a threshold between 1 and ``2n + 3`` is crossed by one, one above is
+invisible to a tracer.
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ class Probe:
 
 
 def probe(trace, inputs: list[Tensor], axes: dict[int, dict[int, str]]) -> list[Probe]:
-    """Trace ``trace(inputs)`` again at sizes ``n + 1`` and ``2n + 3`` of each dim name."""
+    """Trace ``trace(inputs)`` again at sizes ``n + 1``, ``2n + 3`` and ``1`` of each dim name.
+
+    Size 1 finds what Python does differently for a single row (squeezing it); a program
+    that needs more rows (``x[-2]``) is traced without it.
+    """
     groups: dict[str, list[tuple[int, int]]] = {}
     for k, dims in axes.items():
         for d, sym in dims.items():
@@ -59,22 +64,26 @@ def probe(trace, inputs: list[Tensor], axes: dict[int, dict[int, str]]) -> list[
     probes = []
     for sym, slots in groups.items():
         n = inputs[slots[0][0]].shape[slots[0][1]]
-        p = Probe(sym, slots, (n, n + 1, 2 * n + 3))
-        for size in p.sizes[1:]:
+        p = Probe(sym, slots, (n,))
+        for size in (n + 1, 2 * n + 3) + ((1,) if n > 1 else ()):
             xs = list(inputs)
             for k in sorted({k for k, _ in slots}):
                 shape = [size if (k, d) in slots else s for d, s in enumerate(inputs[k].shape)]
                 zero = Tensor(np.zeros((), inputs[k].dtype), device=inputs[k].device)
                 xs[k] = zero.expand(*shape)  # a stride-0 view: no memory at any size
             try:
-                p.graphs.append(trace(xs))
+                graph = trace(xs)
             except Exception as e:  # noqa: BLE001 - any failure means the same thing here
+                if size == 1:
+                    continue
                 raise OpError(
                     "onnx.export",
                     f"the program fails when {p.says()} is {size} instead of {n}: {e}",
                     hint="give every dim that must match this one the same name in "
                     f"dynamic_axes, or {DROP}",
                 ) from e
+            p.sizes += (size,)
+            p.graphs.append(graph)
         probes.append(p)
     return probes
 
