@@ -212,7 +212,8 @@ def _reshape(ctx, node, names):
     if len(free) > 1:
         raise OpError(
             "onnx.export",
-            f"reshape %{node.name} to {node.spec.shape} moves {len(free)} dynamic dims",
+            f"reshape %{node.name} ({node.where}) to {node.spec.shape} moves {len(free)} "
+            "dynamic dims",
             hint="keep dynamic dims in place when reshaping, or export without dynamic_axes",
         )
     if free:
@@ -238,7 +239,7 @@ def _expand(ctx, node, names):
         if (d - pad) not in dyn_in:
             raise OpError(
                 "onnx.export",
-                f"expand %{node.name} broadcasts to the dynamic dim {d}",
+                f"expand %{node.name} ({node.where}) broadcasts to the dynamic dim {d}",
                 hint="broadcast through an elementwise op instead, or export without dynamic_axes",
             )
         shape[d] = 1  # Expand broadcasts both ways: 1 keeps the input's (dynamic) size
