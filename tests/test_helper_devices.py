@@ -17,7 +17,7 @@ import minitorch as mt
 from minitorch.fast import cnn
 from minitorch.nn import functional as F
 from minitorch.nn.module import Linear, Parameter
-from minitorch.nn.optim import Adam
+from minitorch.nn.optim import SGD, Adam
 from minitorch.nn.train import evaluate
 
 Z = np.array([[1.0, 2.0, 0.5], [0.5, 0.1, 0.0], [-1.0, 0.0, 3.0]])
@@ -58,12 +58,20 @@ X = np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)
 Y = np.array([0, 1, 2, 0, 1, 2])
 
 
-def _adam(device: str, steps: int, compiled: bool = False):
-    """The losses of ``steps`` Adam steps and the parameters after them."""
+def adam(m):
+    return Adam(m, lr=0.1)
+
+
+def momentum(m):
+    return SGD(m, lr=0.1, momentum=0.9)
+
+
+def _train(device: str, steps: int, compiled: bool = False, opt=adam):
+    """The losses of ``steps`` optimizer steps and the parameters after them."""
     lin = Linear(4, 3, seed=0)  # small: every simulated cuda kernel launch costs milliseconds
     lin.weight = Parameter(lin.weight.numpy(), device=device)
     lin.bias = Parameter(lin.bias.numpy(), device=device)
-    opt = Adam(lin, lr=0.1)
+    opt = opt(lin)
     x, y = mt.tensor(X, device=device), mt.tensor(Y, device=device)
 
     def step(x, y):
@@ -79,16 +87,17 @@ def _adam(device: str, steps: int, compiled: bool = False):
     return losses, [p.numpy() for p in lin.parameters()]
 
 
-def test_adam_trains_cuda_parameters_eager_and_compiled():
+def test_optimizers_train_cuda_parameters_eager_and_compiled():
     # Adam's moment buffers (eager) and its step counters (compiled: traced on the second
-    # call, once they exist) were made on the CPU
-    # (the simulator takes seconds per step: one eager step, two compiled calls)
-    cpu_losses, cpu_params = _adam("cpu", 1)
-    losses, params = _adam("cuda", 1)
-    assert losses == pytest.approx(cpu_losses, rel=1e-6)
-    for got, want in zip(params, cpu_params):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
-    assert _adam("cuda", 2, compiled=True)[0] == pytest.approx(_adam("cpu", 2)[0], rel=1e-5)
+    # call, once they exist) were made on the CPU. The simulator takes seconds a step:
+    # one eager step per optimizer, two compiled calls.
+    for opt in (adam, momentum):
+        cpu_losses, cpu_params = _train("cpu", 1, opt=opt)
+        losses, params = _train("cuda", 1, opt=opt)
+        assert losses == pytest.approx(cpu_losses, rel=1e-6)
+        for got, want in zip(params, cpu_params):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    assert _train("cuda", 2, compiled=True)[0] == pytest.approx(_train("cpu", 2)[0], rel=1e-5)
 
 
 def test_accuracy_helpers_follow_the_model_device():
