@@ -224,3 +224,14 @@ def test_export_of_cuda_inputs_with_a_dynamic_batch():
     with minitorch.no_grad():
         want = lin(x.to("cuda")).numpy()
     np.testing.assert_allclose(_run(model, x)[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_an_empty_backward_slice_stays_empty():
+    # slice.indices() says start -1 for "before the first element"; ONNX read the last
+    x = minitorch.tensor([[0.0, 1.0, 2.0]])
+
+    def f(x):
+        return x[0, -4::-1], x[:, -5:-9:-1]
+
+    for got, want in zip(_run(export(f, x), x), f(x)):
+        assert got.shape == want.shape == (0,) or got.shape == want.shape == (1, 0)

@@ -260,6 +260,8 @@ def _bounds(k, size: int, dynamic: bool, node, d: int) -> tuple[int, int, int]:
         return k, k + 1 if k != -1 else END, 1
     if not dynamic:
         start, stop, step = k.indices(size)
+        if not range(start, stop, step):
+            return 0, 0, 1  # indices() says -1 for "before the first", ONNX reads the last
         return start, stop if stop >= 0 or step > 0 else -END, step
     step = 1 if k.step is None else k.step
     if step < 0 and k.start is not None and k.start < -1:
