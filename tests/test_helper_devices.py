@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from backends_util import BACKENDS, on
+from test_ch9_train import _step
 
 import minitorch as mt
 from minitorch.fast import cnn
-from minitorch.nn import functional as F
 from minitorch.nn.module import Linear, Parameter
 from minitorch.nn.optim import SGD, Adam
 from minitorch.nn.train import evaluate
@@ -73,15 +73,7 @@ def _train(device: str, steps: int, compiled: bool = False, opt=adam):
     lin.bias = Parameter(lin.bias.numpy(), device=device)
     opt = opt(lin)
     x, y = mt.tensor(X, device=device), mt.tensor(Y, device=device)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(lin(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    step = mt.compile(step) if compiled else step
+    step = mt.compile(_step(lin, opt)) if compiled else _step(lin, opt)
     losses = [step(x, y).item() for _ in range(steps)]
     assert all(p.device == device for p in lin.parameters())
     return losses, [p.numpy() for p in lin.parameters()]
