@@ -119,15 +119,14 @@ def _cast(ctx, node, names):
     return ctx.node("Cast", names, to=ctx.onnx_dtype(node.spec.dtype))
 
 
-def _nan_wins(ctx, node, x: str, out: str, reduce: str, axes: list, keep: int) -> str:
+def _nan_wins(ctx, node, x: str, out: str, axes: list, keep: int, argmax=False) -> str:
     """Eager's max and min of a slice holding NaN are NaN, its argmax the first NaN's index;
-    onnxruntime skips NaN. ``reduce`` over the NaN mask finds those slices."""
+    onnxruntime skips NaN. The NaN mask's max finds those slices."""
     mask = ctx.node("Cast", [ctx.node("IsNaN", [x])], to=ctx.onnx_dtype(dt.int64))
-    if reduce == "ArgMax":
-        any_nan = ctx.node("ReduceMax", [mask, ctx.const(np.array(axes, np.int64))], keepdims=keep)
+    any_nan = ctx.node("ReduceMax", [mask, ctx.const(np.array(axes, np.int64))], keepdims=keep)
+    if argmax:
         nan = ctx.node("ArgMax", [mask], axis=axes[0], keepdims=keep)
     else:
-        any_nan = ctx.node(reduce, [mask, ctx.const(np.array(axes, np.int64))], keepdims=keep)
         nan = ctx.const(np.array(np.nan, node.spec.dtype))
     return ctx.node("Where", [ctx.cast(any_nan, dt.int64, dt.bool_), nan, out])
 
@@ -142,7 +141,7 @@ def _reduce(onnx_type: str):
         at = [ctx.const(np.array(axes, np.int64))]
         out = emit_in(ctx, node, names, onnx_type, node.spec.dtype, at, keepdims=keep)
         if onnx_type in ("ReduceMax", "ReduceMin") and dt.is_float(node.spec.dtype):
-            out = _nan_wins(ctx, node, names[0], out, "ReduceMax", axes, keep)
+            out = _nan_wins(ctx, node, names[0], out, axes, keep)
         return out
 
     return emit
@@ -184,7 +183,7 @@ def _argmax(ctx, node, names):
     dtype = node.inputs[0].spec.dtype
     out = emit_in(ctx, node, names, "ArgMax", dtype, result=dt.int64, axis=int(axis), keepdims=keep)
     if dt.is_float(dtype):
-        out = _nan_wins(ctx, node, names[0], out, "ArgMax", [int(axis)], keep)
+        out = _nan_wins(ctx, node, names[0], out, [int(axis)], keep, argmax=True)
     return out
 
 
