@@ -10,11 +10,12 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade check-solutions check-starter load-test hashes oracle gradescope student-release mutants test pytest lint format book release release-check lab clean help
+.PHONY: grade check-solutions check-installed check-starter load-test hashes oracle gradescope student-release mutants test pytest lint format book release release-check lab clean help
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
 	@echo "make check-solutions  grade the reference solutions: must be full marks (CH=N)"
+	@echo "make check-installed  the references installed as a learner's answers, graded as learners are"
 	@echo "make mutants CH=N     grade the known-wrong implementations of chapter N: all must lose points"
 	@echo "make test             everything CI runs"
 	@echo "make load-test        every chapter's benchmarks on the reference beside two busy processes"
@@ -46,6 +47,12 @@ grade: $(STAMP)
 
 check-solutions: $(STAMP)
 	@$(PY) -m autograder --solutions $(if $(CH),--chapter $(CH)) --json build/solutions.json
+
+# The references copied into the stubs and the lab answer cells, graded the way learners are
+# (one child per exercise, labs included): correct code must keep full marks.
+check-installed: $(STAMP)
+	@$(PY) -m tests.install_references build/installed
+	@$(PY) -m autograder --submission build/installed --expect full --json build/installed.json $(if $(CH),--chapter $(CH))
 
 check-starter: $(STAMP)
 	@$(PY) -m autograder --expect zero --json build/starter.json
@@ -99,7 +106,7 @@ release-check: $(STAMP)
 lab: $(STAMP)
 	@$(BIN)/jupyter lab exercises $(if $(filter 0,$(shell id -u)),--allow-root)
 
-test: lint pytest check-solutions check-starter release-check book
+test: lint pytest check-solutions check-installed check-starter release-check book
 
 clean:
 	rm -rf build book/_build .pytest_cache .hypothesis

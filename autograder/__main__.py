@@ -30,6 +30,7 @@ from . import integrity, labcheck, manifest, oracle, sandbox, vault
 from .notebooks import grade_lab
 from .report import print_report, totals, write_results_json
 from .runner import run_items
+from .submission import problems as file_problems
 
 
 def parse_args(argv=None):
@@ -49,7 +50,12 @@ def parse_args(argv=None):
     p.add_argument("--record-oracle", action="store_true",
                    help="grade the references and record their comparisons in autograder/oracle")  # fmt: skip
     p.add_argument("--json", default="build/results.json", help="where to write results.json")
-    p.add_argument("--timeout", type=float, default=90, help="seconds per graded test")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=90,
+        help="CPU seconds per graded test (the wall clock allows 3x)",
+    )
     p.add_argument(
         "--submission", type=Path, default=manifest.ROOT,
         help="the folder holding the minitorch/ (and exercises/) to grade",
@@ -62,11 +68,27 @@ def main(argv=None) -> int:
     if args.record_oracle:
         args.solutions, args.no_notebooks, args.chapter, args.exercise = True, False, None, None
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    out = Path(args.json)
+    out.unlink(missing_ok=True)  # a run that fails leaves no stale scores behind
+    results: list = []
+    try:
+        return grade(args, console, out, results)
+    except Exception as e:  # the grader's own failure (a full disk, say): still a report
+        why = f"{type(e).__name__}: {e}"
+        console.print(f"[red bold]The grader could not finish: {escape(why)}[/]")
+        console.print(f"{len(results)} results were complete; the rest earn nothing this run.")
+        try:
+            write_results_json(results, out, 0.0, {"error": f"the grader could not finish: {why}"})
+            console.print(f"[dim]results.json written to {out}[/]")
+        except OSError as e2:
+            console.print(f"[red]results.json could not be written either: {escape(str(e2))}[/]")
+        return 2
+
+
+def grade(args, console: Console, out: Path, results: list) -> int:
     start = time.monotonic()
     mode = "reference" if args.solutions else ("learner" if args.integrated else "isolated")
     expect = "full" if args.solutions and not args.expect else args.expect
-    out = Path(args.json)
-    out.unlink(missing_ok=True)  # a run that fails leaves no stale scores behind
     sandbox.become_subreaper()
     if not manifest.NOTEBOOKS.exists() and vault.VAULT.exists():  # a student repository
         private = Path(tempfile.mkdtemp(prefix="lab-sources-"))
@@ -112,7 +134,12 @@ def main(argv=None) -> int:
     if expected is None:
         console.print(f"[yellow]Grading without the references' recorded comparisons: {why}[/]")
     record: dict | None = {} if args.record_oracle else None
-    results = []
+    broken = file_problems(args.submission)
+    if broken:
+        console.print("[red bold]Problems with your files[/] (the exercises they define score 0; "
+                      "everything else is graded):")  # fmt: skip
+        for rel, problem in broken.items():
+            console.print(f"  {escape(rel)}: {escape(problem)}", highlight=False)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("{task.fields[current]}"), console=console,
                   transient=True) as progress:  # fmt: skip
@@ -129,7 +156,7 @@ def main(argv=None) -> int:
             if tests:  # the oracle is recorded one child per exercise, as learners are graded
                 results += run_items(tests, mode, focus=None, test_timeout=args.timeout,
                                      progress=on_event, submission=args.submission,
-                                     oracle=expected, record=record,
+                                     oracle=expected, record=record, problems=broken,
                                      per_exercise=True if record is not None else None).values()  # fmt: skip
             if labs:
                 progress.update(task, current=f"lab notebook ch{ch}")
@@ -137,8 +164,8 @@ def main(argv=None) -> int:
                 submission = (
                     source if args.solutions else args.submission / "exercises" / source.name
                 )
-                lab = grade_lab(labs, source, submission, mode, oracle=expected,
-                                record=record).values()  # fmt: skip
+                lab = grade_lab(labs, source, submission, mode, oracle=expected, record=record,
+                                package=args.submission).values()  # fmt: skip
                 results += lab
                 progress.advance(task, len(labs))
 
@@ -149,7 +176,8 @@ def main(argv=None) -> int:
         else ("your code" + (" (integrated)" if args.integrated else ""))
     )
     seconds = time.monotonic() - start
-    write_results_json(results, out, seconds, {"mode": mode, "chapters": chapters})
+    write_results_json(results, out, seconds, {"mode": mode, "chapters": chapters,
+                                               "problems": broken})  # fmt: skip
     print_report(results, manifest.exercises(), console, f"Total for {who}")
     console.print(f"[dim]results.json written to {out} ({seconds:.0f} s)[/]")
 
@@ -162,15 +190,18 @@ def main(argv=None) -> int:
         differ = []
         for _ch, chapter_tests, _ in plan:
             again: dict = {}
-            run_items(chapter_tests, mode, test_timeout=args.timeout, submission=args.submission,
-                      record=again, per_exercise=False)  # fmt: skip
-            differ += [n for n in sorted(again) if n in entries and again[n] != entries[n]]
+            second = run_items(chapter_tests, mode, test_timeout=args.timeout,
+                               submission=args.submission, record=again, per_exercise=False)  # fmt: skip
+            for node, r in sorted(second.items()):
+                if r.status != "passed":  # a timeout on a busy machine, or history again
+                    differ.append((node, f"did not pass: {r.status}: {r.message[:200]}"))
+                elif again.get(node) != entries.get(node):
+                    differ.append((node, oracle.first_difference(entries[node], again[node])))
         if differ:
-            console.print(f"[red bold]{len(differ)} graded test(s) compare other values when "
-                          "run after the rest of their chapter; the oracle is not written:[/]")  # fmt: skip
-            for node in differ[:20]:
-                where = oracle.first_difference(entries[node], again.get(node, []))
-                console.print(f"  {escape(node)}  {escape(where)}")
+            console.print(f"[red bold]{len(differ)} graded test(s) differ when run after the rest "
+                          "of their chapter; the oracle is not written:[/]")  # fmt: skip
+            for node, why in differ[:20]:
+                console.print(f"  {escape(node)}  {escape(why)}")
             console.print("Seed what they draw, or build what they compare inside the test.")
             return 1
         console.print("lab notebooks again: a record that differs between two runs is not judged")

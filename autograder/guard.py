@@ -122,6 +122,9 @@ def _same_source(source, filename: str) -> bool:
     return source == disk or (isinstance(source, str) and source.encode() == disk)
 
 
+_FORMS = (os.path.abspath, os.path.realpath)
+
+
 class _Guard:
     def __init__(self, tree: str, sites: list[tuple[str, str, int]], libs: list[str],
                  log: str | None = None):  # fmt: skip
@@ -130,9 +133,11 @@ class _Guard:
         self.exempt = os.path.join(tree, "minitorch", "exercises.py")
         self.grader = (os.path.join(tree, "autograder") + os.sep,)
         paths = sysconfig.get_paths()
-        self.stdlib = os.path.realpath(paths["stdlib"]) + os.sep
+        # Code names its file by the path it was imported through: a venv reached
+        # through a symlink gives unresolved names, so both forms count.
+        self.stdlib = tuple({os.path.join(f(paths["stdlib"]), "") for f in _FORMS})
         libs = [*libs, paths["purelib"], paths["platlib"]]
-        self.libs = tuple({os.path.join(os.path.realpath(p), "") for p in libs})
+        self.libs = tuple({os.path.join(f(p), "") for p in libs for f in _FORMS})
         self.sites = set(sites)
         self.busy: set[int] = set()
         self.kinds: dict[str, str] = {}  # file name -> kind

@@ -279,14 +279,19 @@ def check(
     sent, why = (None, "") if value is _NO_VALUE else wire.plain(value)
     error = "" if good else f"check() got a {type(ok).__name__}, not a bool"
     extra = {} if tol is None or sent is None else {"rtol": float(tol[0]), "atol": float(tol[1])}
-    wire.send_check("truth", ok=bool(ok) if good else False, value=sent,
+    shown = _shown(inputs) if sent is not None else ""
+    wire.send_check("truth", ok=bool(ok) if good else False, value=sent, inputs=shown,
                     error=error or (why and f"the checked value is {why}"), **extra)  # fmt: skip
     if good and ok:
         return
     if not good:
         message = f"{message} (the check's value is a {type(ok).__name__}, not a bool)"
-    shown = "\n".join(f"  {k} = {_short(v)}" for k, v in inputs.items())
+    shown = shown or _shown(inputs)
     raise AssertionError(f"Exercise {exercise}: {message}" + (f"\n{shown}" if shown else ""))
+
+
+def _shown(inputs: dict) -> str:
+    return "\n".join(f"  {k} = {_short(v)}" for k, v in inputs.items())
 
 
 def text(x) -> np.ndarray:
@@ -321,7 +326,7 @@ def assert_close(actual, expected, exercise: str, rtol=1e-5, atol=1e-6, **inputs
     """
     a, a_err = wire.plain(actual)
     e, e_err = wire.plain(expected)
-    wire.send_check("close", actual=a, expected=e, rtol=rtol, atol=atol,
+    wire.send_check("close", actual=a, expected=e, rtol=rtol, atol=atol, inputs=_shown(inputs),
                     error=a_err and f"the result is {a_err}" or e_err and f"expected is {e_err}")  # fmt: skip
     if a_err:
         check(False, exercise, f"the result is {a_err}, not a plain array or number", **inputs)

@@ -238,8 +238,33 @@ def judge(want: list, got: list) -> tuple[bool, str]:
         except Exception:  # noqa: BLE001 - a made-up record of any shape: a failure
             same = False
         if not same:
-            return False, f"comparison {i + 1} compared other values than the reference's"
+            return False, (f"comparison {i + 1} of the test cell: yours compared {_shown(g)}, "
+                           f"the reference notebook's {_shown(w)}")  # fmt: skip
     return True, ""
+
+
+def _shown(record, limit: int = 200) -> str:
+    """A comparison record as a learner reads it: ``np.allclose([1.0, 2.0], [1.0, 2.5])``."""
+
+    def value(x):
+        if isinstance(x, dict) and "a" in x:
+            return str([round(v, 6) for v in x["a"][:8]])[:-1] + (
+                ", ...]" if len(x["a"]) > 8 else "]"
+            )
+        if isinstance(x, dict) and set(x) == {"f"}:
+            return repr(x["f"])
+        if isinstance(x, dict) and "o" in x:
+            return f"a {x['o']}"
+        return json.dumps(x)[:80]
+
+    try:
+        if record[0] == "call":
+            text = f"{record[1]}({', '.join(value(v) for v in record[2:-1])})"
+        else:
+            text = f"{value(record[1])} {record[0]} {value(record[2])}"
+    except (TypeError, IndexError, KeyError):
+        text = json.dumps(record)
+    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 def merge(first: list, second: list) -> list | None:

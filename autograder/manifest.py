@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,11 +196,29 @@ class ExerciseInfo:
     summary: str
 
 
+_EXERCISE = re.compile(r"""@exercise\(\s*["'](\d+\.\d+)["']\s*\)\s*\n\s*def\s+(\w+)""")
+
+
 def exercises() -> dict[str, ExerciseInfo]:
-    """Every ``@exercise("C.N")`` stub in the package, by id."""
+    """Every ``@exercise("C.N")`` stub in the package, by id.
+
+    A file that does not parse (a learner's syntax error) is read with a pattern
+    instead, so its exercises are still known and can be reported as broken."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        rel = path.relative_to(ROOT).as_posix()
+        try:
+            text = path.read_text(encoding="utf-8")
+            tree = ast.parse(text, filename=str(path))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            try:
+                text = path.read_bytes().decode("utf-8", errors="replace")
+            except OSError:
+                continue
+            for m in _EXERCISE.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                found[m[1]] = ExerciseInfo(m[1], m[2], rel, line, "")
+            continue
         for fn in ast.walk(tree):
             if not isinstance(fn, ast.FunctionDef):
                 continue
@@ -211,13 +230,8 @@ def exercises() -> dict[str, ExerciseInfo]:
                 ):
                     ex_id = str(_literal(deco.args[0]))
                     doc = (ast.get_docstring(fn) or "").strip().splitlines()
-                    found[ex_id] = ExerciseInfo(
-                        ex_id,
-                        fn.name,
-                        path.relative_to(ROOT).as_posix(),
-                        fn.lineno,
-                        doc[0] if doc else "",
-                    )
+                    found[ex_id] = ExerciseInfo(ex_id, fn.name, rel, fn.lineno,
+                                                doc[0] if doc else "")  # fmt: skip
     return found
 
 

@@ -220,6 +220,7 @@ def _child(cmd: list[str], env: dict, timeout: float) -> tuple[str | None, str]:
 def grade_lab(
     items: list[Item], source: Path, submission: Path, mode: str, timeout: float = 600,
     task_timeout: float = 240, oracle: dict | None = None, record: dict | None = None,
+    package: Path = ROOT,
 ) -> dict[str, Result]:  # fmt: skip
     """Grade one lab notebook; every item gets a result.
 
@@ -228,25 +229,33 @@ def grade_lab(
     A task passes when its test cell passed and, where ``oracle`` holds the
     reference notebook's comparison records for it, the cell's records agree
     (:func:`labcheck.judge`). ``record`` receives every task's records.
+    ``package``: the folder whose ``minitorch/`` the notebook runs on.
     """
     if not submission.exists():
         return {i.nodeid: Result(i, "not run", message=f"not run: {submission} is missing")
                 for i in items}  # fmt: skip
     env = child_env(mode, focus=None if mode == "reference" else str(items[0].chapter))
     env["MINITORCH_MODE_FIXED"] = "1"
+    # The kernel imports the submission's minitorch (a grading tree first on its path),
+    # not the one the grader's own environment has installed.
+    tree = sandbox.build_tree(package, mode, None, set())
+    env["PYTHONPATH"] = str(tree)
     base = [sys.executable, "-m", "autograder.notebooks", str(source), str(submission)]
-    raw, problem = _child(base, env, timeout)
-    scores = _parse_scores(raw)
-    if scores is None:
-        scores = {}
-        for item in items:
-            gid = item.nodeid.split("::")[-1]
-            raw_task, why = _child([*base, "--task", gid], env, task_timeout)
-            one = _parse_scores(raw_task) or {}
-            if gid in one:
-                scores[gid] = (item.points if one[gid][0] else 0.0, item.points, *one[gid][2:])
-            else:
-                scores[gid] = (0.0, item.points, f"this task alone: {why or 'no result'}", [])
+    try:
+        raw, problem = _child(base, env, timeout)
+        scores = _parse_scores(raw)
+        if scores is None:
+            scores = {}
+            for item in items:
+                gid = item.nodeid.split("::")[-1]
+                raw_task, why = _child([*base, "--task", gid], env, task_timeout)
+                one = _parse_scores(raw_task) or {}
+                if gid in one:
+                    scores[gid] = (item.points if one[gid][0] else 0.0, item.points, *one[gid][2:])
+                else:
+                    scores[gid] = (0.0, item.points, f"this task alone: {why or 'no result'}", [])
+    finally:
+        sandbox.remove_tree(tree)
     where = (
         str(submission.relative_to(ROOT)) if submission.is_relative_to(ROOT) else submission.name
     )
@@ -266,7 +275,7 @@ def grade_lab(
         if score > 0 and want is not None:
             agree, why = labcheck.judge(want, seen)
             if not agree:
-                score, error = 0.0, f"the grader's own comparison failed: {why}"
+                score, error = 0.0, why
         status = "passed" if score >= item.points else "failed"
         if error.startswith("NotImplementedError") and len(error) < 40:
             error = "not implemented yet (the answer cell still raises NotImplementedError)"

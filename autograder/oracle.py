@@ -106,19 +106,28 @@ def first_difference(a: list, b: list) -> str:
 
 
 def judge(entries: list, index: int, ev: dict) -> tuple[bool, str]:
-    """Does check record ``ev``, the ``index``-th of its test, agree with the reference run's?"""
+    """Does check record ``ev``, the ``index``-th of its test, agree with the reference run's?
+
+    The reason, when it does not, is in the learner's terms: the value they computed,
+    the reference's, and the test's input as the test shows it."""
+    where = f"comparison {index + 1} of the test"
+    shown = ev.get("inputs") if isinstance(ev.get("inputs"), str) else ""
+    inputs = f"\n{shown}" if shown else ""
     if index >= len(entries):
-        return False, f"more comparisons than the reference run makes ({len(entries)})"
+        return False, (f"the test compared more values than the reference run does "
+                       f"({len(entries)}): {where} has no counterpart{inputs}")  # fmt: skip
     want = entries[index]
     if _kind(want) != _kind(ev):
-        return False, f"comparison {index + 1} is not the one the reference run makes there"
+        names = {"t": "a yes/no check", "v": "a check of a value", "e": "an array comparison"}
+        return False, (f"{where} is {names[_kind(ev)]} where the reference run makes "
+                       f"{names[_kind(want)]}: the test took another path{inputs}")  # fmt: skip
     if want == 0:
         return True, ""
     if "v" in want:
         try:
             got, right = wire._decode(ev["value"]), wire._decode(want["v"])
         except (ValueError, TypeError, KeyError):
-            return False, "an unreadable checked value"
+            return False, f"{where}: an unreadable checked value"
         if got.dtype.kind == "f" or right.dtype.kind == "f":
             rtol = min(max(want.get("rtol", 0), FLOOR[0]), wire.TOL_CAP)  # the reference's tol=
             atol = min(max(want.get("atol", 0), FLOOR[1]), wire.TOL_CAP)
@@ -126,7 +135,8 @@ def judge(entries: list, index: int, ev: dict) -> tuple[bool, str]:
         else:
             same = got.shape == right.shape and bool((got == right).all())
         if not same:
-            return False, f"the checked value differs from the reference run's (check {index + 1})"
+            return False, (f"{where}: you gave {wire.short(got)}, the reference gives "
+                           f"{wire.short(right)}{inputs}")  # fmt: skip
         return True, ""
     rtol, atol = want["rtol"], want["atol"]
     if isinstance(want["e"], dict) and "f" in str(want["e"].get("dtype")):
@@ -135,5 +145,10 @@ def judge(entries: list, index: int, ev: dict) -> tuple[bool, str]:
            "rtol": rtol, "atol": atol}  # fmt: skip
     ok, why = wire.decide(rec)
     if not ok:
-        return False, f"{why} (comparison {index + 1}, against the reference's expected value)"
+        try:
+            got, right = wire._decode(ev.get("actual")), wire._decode(want["e"])
+            values = f"; you gave {wire.short(got)}, expected {wire.short(right)}"
+        except (ValueError, TypeError, KeyError):
+            values = ""
+        return False, f"{where}: {why}{values}{inputs}"
     return True, ""

@@ -42,6 +42,11 @@ def attach(fd: int) -> None:
     os.close(fd)
 
 
+def ready() -> None:
+    """Tell the parent that importing minitorch is over: its time limit moves on."""
+    _emit(event="ready")
+
+
 def _emit(**event) -> None:
     if _channel:
         _write((json.dumps(event, default=str) + "\n").encode())

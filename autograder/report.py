@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .manifest import ExerciseInfo, exercise_sort_key
-from .runner import Result
+from .runner import Result, full_credit, shown
 
 STYLE = {"passed": "green", "failed": "red", "crashed": "red", "timeout": "red",
          "not run": "yellow", "excluded": "dim"}  # fmt: skip
@@ -27,10 +27,10 @@ def _figures(r: Result) -> str:
     if not r.figures:
         return ""
     main = r.item.metric
-    parts = [f"{main}={r.figures[main]:.3g}"] if main in r.figures else []
+    limit = r.item.bands[0][0] if r.item.bands else None
+    parts = [f"{main}={shown(r.figures[main], limit)}"] if main in r.figures else []
     if r.item.bands:
-        op = ">=" if r.item.higher_is_better else "<="
-        parts[-1:] = [f"{parts[-1]} (full marks {op} {r.item.bands[0][0]})"] if parts else []
+        parts[-1:] = [f"{parts[-1]} ({full_credit(r.item)})"] if parts else []
     parts += [f"{k}={v:.3g}" for k, v in r.figures.items() if k != main]
     return ", ".join(parts)
 

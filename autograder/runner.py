@@ -33,6 +33,7 @@ from .manifest import ROOT, Item, exercises
 MESSAGE_LIMIT = 2000
 RECORD_LIMIT = 4 << 20  # a check record carries two arrays of up to 64k elements
 CHECK_LIMIT = 100_000  # check records one test may send
+WALL_FACTOR = 3  # a test's wall-clock limit, in multiples of its CPU-time limit
 OUTCOMES = ("passed", "failed", "skipped")
 
 
@@ -106,8 +107,12 @@ def parse_record(line: bytes, expected: set[str]) -> dict:
         ev = json.loads(line)
     except (ValueError, UnicodeDecodeError):
         raise Forged("a line that is not JSON") from None
-    if not isinstance(ev, dict) or ev.get("event") not in ("start", "result", "check"):
+    if not isinstance(ev, dict) or ev.get("event") not in ("ready", "start", "result", "check"):
         raise Forged("a record of unknown kind")
+    if ev["event"] == "ready":  # the child imported minitorch (or failed to): tests come next
+        if set(ev) != {"event"}:
+            raise Forged("a ready record with extra fields")
+        return ev
     if not isinstance(ev.get("nodeid"), str) or ev["nodeid"] not in expected:
         raise Forged(f"a record for a test that was not asked for: {str(ev.get('nodeid'))[:80]!r}")
     if ev["event"] == "start":
@@ -116,7 +121,7 @@ def parse_record(line: bytes, expected: set[str]) -> dict:
         return ev
     if ev["event"] == "check":
         if not set(ev) <= {"event", "nodeid", "how", "error", "ok", "actual", "expected", "rtol",
-                           "atol", "sampled", "value"}:  # fmt: skip
+                           "atol", "sampled", "value", "inputs"}:  # fmt: skip
             raise Forged("a check record with extra fields")
         return ev
     allowed = {"event", "nodeid", "outcome", "duration", "message", "where", "figures"}
@@ -143,6 +148,22 @@ def band_fraction(value: float, bands, higher_is_better: bool = True) -> float:
     return 0.0
 
 
+def shown(value: float, threshold: float) -> str:
+    """``value`` with enough digits that it never prints as the threshold it missed."""
+    for digits in range(3, 8):
+        text = f"{value:.{digits}g}"
+        if float(text) != threshold or value == threshold:
+            return text
+    return repr(value)
+
+
+def full_credit(item: Item) -> str:
+    """``"lower is better; full credit at 16 or below"``: which way the figure should go."""
+    if item.higher_is_better:
+        return f"higher is better; full credit at {item.bands[0][0]:g} or above"
+    return f"lower is better; full credit at {item.bands[0][0]:g} or below"
+
+
 def _score(item: Item, ev: dict, checks: tuple[int, str] = (0, "")) -> Result:
     """The grader's verdict on one result record, given ``checks``: how many of the
     test's check records held, and why the first one that did not failed ("" if none)."""
@@ -150,7 +171,7 @@ def _score(item: Item, ev: dict, checks: tuple[int, str] = (0, "")) -> Result:
     msg, where, duration = ev.get("message", ""), ev.get("where", ""), max(0.0, ev["duration"])
     held, refused = checks
     if outcome == "passed" and refused:
-        outcome, msg = "failed", f"the grader's own comparison failed: {refused}"
+        outcome, msg = "failed", refused
     elif outcome == "passed" and held < item.checks:
         outcome, msg = "failed", ("reported a pass without the comparisons the test makes "
                                   "(the grader received none)")  # fmt: skip
@@ -163,7 +184,7 @@ def _score(item: Item, ev: dict, checks: tuple[int, str] = (0, "")) -> Result:
                           figures, duration)  # fmt: skip
         fraction = band_fraction(value, item.bands, item.higher_is_better)
         if fraction < 1.0:
-            msg = f"{item.metric} = {value:.3g}, below the full-credit threshold {item.bands[0][0]}"
+            msg = f"{item.metric} {shown(value, item.bands[0][0])} ({full_credit(item)})"
         status = "passed" if fraction >= 1.0 else "failed"
         return Result(item, status, item.points * fraction, msg, where, figures, duration)
     if outcome == "skipped" and item.needs == "gpu":
@@ -185,28 +206,39 @@ def run_items(
     oracle: dict[str, list] | None = None,
     record: dict[str, list] | None = None,
     per_exercise: bool | None = None,
+    problems: dict[str, str] | None = None,
 ) -> dict[str, Result]:
     """Run ``items`` in as many child processes as it takes; every item gets a Result.
 
     ``oracle`` (:mod:`autograder.oracle`): the reference run's comparisons, which
     every test's check records must match. ``record``: filled with this run's.
     ``per_exercise``: one child per exercise (as learners are graded; the default in
-    isolated mode) rather than one for all ``items``.
+    isolated mode) rather than one for all ``items``. ``problems``: the submission's
+    broken files (:func:`autograder.submission.problems`); the exercises defined in one
+    score 0 with its reason, without running.
 
     Kills every descendant of this process after each child: call it from a
     process that has no other children (the grader).
     """
     deadline = time.monotonic() + total_timeout
+    info = exercises()
+    names = {ex: {i.name} for ex, i in info.items()}
+    results: dict[str, Result] = {}
+    problems = problems or {}
+    broken = {ex: f"{i.path}: {problems[i.path]}" for ex, i in info.items() if i.path in problems}
+    for item in items:
+        if item.exercise in broken:
+            results[item.nodeid] = Result(
+                item, "not run", message=f"not run: {broken[item.exercise]}"
+            )
+            progress(item.nodeid, results[item.nodeid])
+    items = [i for i in items if i.nodeid not in results]
+    shared = {"import hang": "", "problems": problems}
     if per_exercise is None:
         per_exercise = mode == "isolated"
-    if per_exercise:
-        groups: dict[str | None, list[Item]] = defaultdict(list)
-        for item in items:
-            groups[item.exercise].append(item)
-    else:
-        groups = {None: items}
-    names = {ex: {info.name} for ex, info in exercises().items()}
-    results: dict[str, Result] = {}
+    groups: dict[str | None, list[Item]] = defaultdict(list)
+    for item in items:
+        groups[item.exercise if per_exercise else None].append(item)
     sandbox.choose_child_user()
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
         if sandbox.CHILD_USER:  # the child's user needs the Numba cache, nothing else here
@@ -216,7 +248,8 @@ def run_items(
         for ex, group in groups.items():
             session = _Session({i.nodeid: i for i in group}, mode, ex or focus, test_timeout,
                                bench_timeout, deadline, progress, submission,
-                               names.get(ex, set()), Path(tmp), oracle or {}, record)  # fmt: skip
+                               names.get(ex, set()), Path(tmp), oracle or {}, record,
+                               shared)  # fmt: skip
             session.run()
             results.update(session.results)
     return gate_benchmarks(results)
@@ -251,6 +284,7 @@ class _Session:
     tmp: Path
     oracle: dict[str, list]
     recording: dict[str, list] | None
+    shared: dict  # across the run's children: an import that hung, the broken files
     results: dict[str, Result] = field(default_factory=dict)
 
     def record(self, node: str, result: Result) -> None:
@@ -270,6 +304,9 @@ class _Session:
             if time.monotonic() > self.deadline:
                 self.finish(remaining, "timeout", "not run: the chapter ran out of time")
                 return
+            if self.shared["import hang"]:  # it would hang again: one time limit is enough
+                self.finish(remaining, "not run", f"not run: {self.shared['import hang']}")
+                return
             log = self.tmp / f"log-{self.focus}-{round_no}.txt"
             tree = sandbox.build_tree(self.submission, self.mode,
                                       self.focus if self.mode == "isolated" else None,
@@ -280,6 +317,9 @@ class _Session:
                 sandbox.remove_tree(tree)
             if not started:  # nothing could even start: collection or import failure
                 reason = _tail(log) or "the test process could not start"
+                broken = "; ".join(f"{k}: {v}" for k, v in self.shared["problems"].items())
+                if broken:
+                    reason = f"your files have problems ({broken[:600]})\n{reason}"
                 self.finish(remaining, "not run", f"not run: {reason}")
                 return
 
@@ -300,6 +340,8 @@ class _Session:
             os.close(write_end)
         mine: dict[str, Result] = {}
         started_any, current, t_start, killed, forged = False, None, 0.0, None, None
+        cpu_start, cpu_now = 0.0, 0.0  # the child's CPU seconds when the test started, now
+        launched, imported = time.monotonic(), False
         kill_status = "timeout"
         held, refused = 0, ""  # the running test's check records: how many held, first failure
         seen, expected = 0, None  # how many it sent; the reference run's, if recorded
@@ -321,6 +363,11 @@ class _Session:
                         raise Forged("a record longer than 64 kB")
                     for line in lines:
                         ev = parse_record(line, set(remaining))
+                        if ev["event"] == "ready":
+                            if imported or started_any:
+                                raise Forged("a second ready record")
+                            imported, launched = True, time.monotonic()
+                            continue
                         node = ev["nodeid"]
                         if ev["event"] == "check":
                             if node != current or held >= CHECK_LIMIT:
@@ -337,6 +384,7 @@ class _Session:
                             raise Forged(f"a record out of order for {node.split('::')[-1]}")
                         if ev["event"] == "start":
                             started_any, current, t_start = True, node, time.monotonic()
+                            cpu_start = cpu_now = sandbox.cpu_used(proc.pid)
                             held, refused, seen = 0, "", 0
                             expected = self.oracle.get(node)
                             if self.recording is not None:
@@ -358,15 +406,29 @@ class _Session:
                 if done and not ready:
                     break
                 if current is not None:
+                    # A test's limit is CPU time: on a busy machine its wall time stretches
+                    # (cold Numba compiles, threads waiting for a core) while its CPU time
+                    # does not. A test that sleeps is stopped at WALL_FACTOR times the limit.
                     limit = (self.bench_timeout if self.by_id[current].kind == "benchmark"
                              else self.test_timeout)  # fmt: skip
-                    if time.monotonic() - t_start > limit:
-                        killed = f"timed out after {limit:.0f} s (an infinite loop?)"
+                    if cpu_now - cpu_start > limit:
+                        killed = f"used more than {limit:.0f} s of CPU time (an infinite loop?)"
+                    elif time.monotonic() - t_start > WALL_FACTOR * limit:
+                        killed = (f"still running after {WALL_FACTOR * limit:.0f} s "
+                                  "(waiting for something that never comes?)")  # fmt: skip
+                elif not started_any and time.monotonic() - launched > self.test_timeout:
+                    # Before the first test: importing minitorch, then the test modules.
+                    what = "the graded tests' modules" if imported else "minitorch"
+                    killed = (f"importing {what} did not finish within {self.test_timeout:.0f} s "
+                              "(a loop or a wait at import time?)")  # fmt: skip
+                    if not imported:
+                        self.shared["import hang"] = killed
                 if time.monotonic() > self.deadline:
                     killed = "the chapter ran out of time"
                 if time.monotonic() > next_cpu:  # twice a second: /proc/<pid>/stat
                     next_cpu = time.monotonic() + 0.5
-                    if sandbox.cpu_used(proc.pid) > cpu:
+                    cpu_now = sandbox.cpu_used(proc.pid)
+                    if cpu_now > cpu:
                         killed = f"used more than {cpu} s of CPU time"
                 if sandbox.too_many_processes(watch):  # a fork bomb: root ignores RLIMIT_NPROC
                     kill_status = "crashed"
@@ -381,6 +443,9 @@ class _Session:
         if forged:
             for node in remaining:
                 self.record(node, Result(self.by_id[node], "failed", message=forged))
+            return True
+        if killed and not started_any:  # stopped before its first test: none of them ran
+            self.finish(remaining, "timeout", f"not run: {killed}")
             return True
         if current is not None and current not in self.results:
             if killed:

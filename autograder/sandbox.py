@@ -32,6 +32,7 @@ from pathlib import Path
 
 from . import guard, vault
 from .manifest import ROOT
+from .submission import copy_ignore
 
 GRADER_DIRS = ("autograder",)
 LIMITS = {  # soft = hard; generous for Numba, tight enough to stop a runaway
@@ -349,6 +350,11 @@ for pth in pths:
 from autograder import guard, plugin
 plugin.attach(fd)
 guard.install(tree, frames, sites)
+try:  # first, alone, so that the parent can tell a hang here from one in a test module
+    import minitorch
+except BaseException:
+    pass  # pytest reports it as the tests' collection error
+plugin.ready()
 import pytest
 sys.exit(pytest.main(args, plugins=[plugin]))
 """
@@ -375,7 +381,6 @@ INI = """\
 python_files = test_*.py bench_*.py
 python_functions = test_* bench_*
 addopts =
-cache_dir = {cache}
 """
 
 
@@ -399,7 +404,19 @@ def _withhold(source: str, names: set[str], ex_id: str) -> str:
 def build_tree(submission: Path, mode: str, withhold: str | None, names: set[str]) -> Path:
     """A fresh grading directory; the caller removes it (:func:`remove_tree`)."""
     tree = Path(tempfile.mkdtemp(prefix="grading-"))
-    shutil.copytree(submission / "minitorch", tree / "minitorch", ignore=_IGNORE, symlinks=False)
+    try:
+        _fill_tree(tree, submission, mode, withhold, names)
+    except BaseException:  # a full disk, say: no half-built tree is left behind
+        remove_tree(tree)
+        raise
+    return tree
+
+
+def _fill_tree(tree: Path, submission: Path, mode: str, withhold: str | None, names: set[str]):
+    # Links are never followed (one could point at a reference): they are left out,
+    # and named in the report by :func:`autograder.submission.problems`.
+    shutil.copytree(submission / "minitorch", tree / "minitorch", ignore=copy_ignore,
+                    symlinks=True)  # fmt: skip
     shutil.copy(ROOT / "minitorch" / "exercises.py", tree / "minitorch" / "exercises.py")
     for name in GRADER_DIRS:
         shutil.copytree(ROOT / name, tree / name, ignore=_IGNORE)
@@ -412,11 +429,10 @@ def build_tree(submission: Path, mode: str, withhold: str | None, names: set[str
             if withhold and name == f"ch{withhold.split('.')[0]}.py":
                 text = _withhold(text, names, withhold)
             (ref / name).write_text(text, encoding="utf-8")
-    (tree / "pytest.ini").write_text(INI.format(cache=tree / ".pytest_cache"))
+    (tree / "pytest.ini").write_text(INI)
     if CHILD_USER:  # readable, not writable, by the child's user
         for path in [tree, *tree.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
-    return tree
 
 
 def remove_tree(tree: Path) -> None:

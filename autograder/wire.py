@@ -38,6 +38,7 @@ def _dumps(record: dict) -> bytes:
 SAMPLE = 1 << 12  # larger arrays travel as the same evenly spaced sample of both sides
 _DTYPE = re.compile(r"^[<>|=]?[biuf][1248]$")
 TOL_CAP = 0.05  # a test asking for looser tolerances than this gets this
+INPUTS_LIMIT = 600  # characters of a check's shown input
 _current: list = [None]  # the running test's node id (set by the plugin)
 _truth: list = [None, b""]  # (node id, its encoded passing truth record)
 _last_watch: list = [0.0]  # when tampered() last ran (the plugin resets it per test)
@@ -100,7 +101,7 @@ def _encode(arr: np.ndarray | None, idx) -> dict | None:
 
 
 def send_check(how: str, ok: bool = True, actual=None, expected=None, rtol=0.0, atol=0.0,
-               error: str = "", value=None) -> None:  # fmt: skip
+               error: str = "", value=None, inputs: str = "") -> None:  # fmt: skip
     from . import plugin
 
     if not plugin._channel or _current[0] is None:
@@ -109,13 +110,15 @@ def send_check(how: str, ok: bool = True, actual=None, expected=None, rtol=0.0, 
     if now - _last_watch[0] > 0.002:  # every test's first check, then at most every 2 ms
         _last_watch[0] = now
         error = tampered() or error
-    if how == "truth" and ok is True and not error and value is None:  # pre-encoded per test
+    if how == "truth" and ok is True and not error and value is None and not inputs:
         if _truth[0] != _current[0]:
             _truth[:] = [_current[0], _dumps({"event": "check", "nodeid": _current[0],
                                               "how": "truth", "error": "", "ok": True})]  # fmt: skip
         plugin._write(_truth[1])
         return
     record = {"event": "check", "nodeid": _current[0], "how": how, "error": str(error or "")[:500]}
+    if inputs:  # the test's input, shown if the parent's comparison fails
+        record["inputs"] = inputs[:INPUTS_LIMIT]
     if how == "truth":
         record["ok"] = bool(ok)
         if value is not None:  # what the check is about, for the oracle to compare
@@ -157,6 +160,30 @@ def _decode(d) -> np.ndarray:
     return np.frombuffer(data, dtype=dt).reshape(shape)
 
 
+def short(arr: np.ndarray, limit: int = 160) -> str:
+    """A value as a learner reads it: ``[1. 2. 3.]``, ``7``, ``"relu"`` (text checks)."""
+    if arr.dtype == np.uint8 and arr.ndim == 1:  # harness.text(): JSON bytes
+        try:
+            text = arr.tobytes().decode()
+            return text if len(text) <= limit else text[:limit] + " ..."
+        except UnicodeDecodeError:
+            pass
+    text = str(arr.item()) if arr.ndim == 0 else np.array2string(arr, threshold=12, edgeitems=3)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def first_mismatch(actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> str:
+    """``"at index (1, 2): 0.5, expected 0.25"`` for two arrays of one shape."""
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    bad = np.argwhere(~np.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True))
+    if not bad.size:
+        return ""
+    where = tuple(int(i) for i in bad[0]) if a.ndim else ()
+    got, want = a[where].item(), e[where].item()
+    return f"at index {where}: {got!r}, expected {want!r} ({len(bad)} of {a.size} differ)"
+
+
 def decide(rec: dict) -> tuple[bool, str]:
     """The parent's verdict on one check record: ``(holds, why not)``. Never raises."""
     try:
@@ -177,7 +204,7 @@ def decide(rec: dict) -> tuple[bool, str]:
         a, e = actual.astype(np.float64), expected.astype(np.float64)
         rtol, atol = min(rtol, TOL_CAP), min(atol, TOL_CAP)
         if not np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
-            return False, "values differ from the expected ones (checked by the grader)"
+            return False, f"values differ {first_mismatch(actual, expected, rtol, atol)}"
         return True, ""
     except Exception as e:  # noqa: BLE001 - a record the checks above missed: a failure
         return False, f"an unreadable check record ({type(e).__name__})"

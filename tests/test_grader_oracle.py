@@ -47,7 +47,7 @@ def test_the_reference_runs_value_is_what_counts(recorded):
     # A made-up comparison that agrees with itself is refused: zeros against zeros.
     zeros = np.zeros_like(want) + (1 if not want.any() else 0)
     ok, why = oracle.judge(recorded[node], i, _record(zeros, zeros))
-    assert not ok and "reference" in why
+    assert not ok and "you gave" in why and "expected" in why
     # So are loose tolerances the child asks for, and a truth where a value is compared.
     ok, _ = oracle.judge(recorded[node], i, _record(want * 1.01 + 1, want * 1.01 + 1, 1, 1))
     assert not ok
@@ -57,7 +57,7 @@ def test_the_reference_runs_value_is_what_counts(recorded):
 def test_more_comparisons_than_the_reference_run_are_refused(recorded):
     node, entries = next((n, v) for n, v in recorded.items() if v)
     ok, why = oracle.judge(entries, len(entries), {"how": "truth", "ok": True})
-    assert not ok and "more comparisons" in why
+    assert not ok and "more values than the reference run" in why
 
 
 def test_a_checked_value_must_be_the_reference_runs(recorded):
@@ -69,7 +69,7 @@ def test_a_checked_value_must_be_the_reference_runs(recorded):
     assert oracle.judge(recorded[node], i, sent) == (True, "")
     wrong = {"how": "truth", "ok": True, "value": wire._encode(right + 1, None)}
     ok, why = oracle.judge(recorded[node], i, wrong)
-    assert not ok and "differs" in why
+    assert not ok and "you gave" in why and "the reference gives" in why
     assert not oracle.judge(recorded[node], i, {"how": "truth", "ok": True})[0]  # no value sent
 
 

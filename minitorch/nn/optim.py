@@ -166,7 +166,7 @@ class SGD(Optimizer):
         if self.defaults["momentum"] and state.get("velocity") is None:
             from ..core.creation import zeros
 
-            state["velocity"] = zeros(p.shape, dtype=p.dtype)
+            state["velocity"] = zeros(p.shape, dtype=p.dtype, device=p.device)
 
     def update(self, p, grad, state):
         d = self.defaults
@@ -195,8 +195,8 @@ class Adam(Optimizer):
         if "m" not in state:
             from ..core.creation import zeros
 
-            state["m"] = zeros(p.shape, dtype=p.dtype)
-            state["v"] = zeros(p.shape, dtype=p.dtype)
+            state["m"] = zeros(p.shape, dtype=p.dtype, device=p.device)
+            state["v"] = zeros(p.shape, dtype=p.dtype, device=p.device)
             state["t"] = 0
 
     def update(self, p, grad, state):
