@@ -242,3 +242,28 @@ def test_a_users_optimizer_class_is_not_guarded_attribute_by_attribute():
     for _ in range(4):
         f(mt.tensor(X))
     assert f.trace_count == 2, f.recompiles  # the first step creates its "v" buffers
+
+
+def test_a_fused_group_with_a_chain_of_views():
+    # KeyError: %0 in body_lines: reshape read only by the permute after it had no name
+    def run(compiled):
+        rng = np.random.default_rng(9)
+        w = nn.Parameter(mt.tensor(rng.standard_normal((6, 6)).astype(np.float32)))
+        opt = nn.SGD([w], lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            b, t, _ = x.shape
+            h = (x @ w).reshape(b, t, 2, 3).permute(0, 2, 1, 3)
+            loss = (h * h).sum(axis=-1).sum() * 0.01
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = mt.compile(step) if compiled else step
+        x = mt.tensor(rng.standard_normal((4, 5, 6)).astype(np.float32))
+        return [f(x).item() for _ in range(3)], w.numpy()
+
+    (el, ew), (cl, cw) = run(False), run(True)
+    np.testing.assert_allclose(cl, el, rtol=1e-5)
+    np.testing.assert_allclose(cw, ew, rtol=1e-5, atol=1e-7)

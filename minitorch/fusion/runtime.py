@@ -193,6 +193,8 @@ class ElementwiseKernel(Generated):
         used = {i for n in computing for i in n.inputs} | {sub.outputs[0]}
         self.direct = [n for n in list(sub.inputs) + self.extra + self.views if n in used]
         names = {n: f"a{k}" for k, n in enumerate(self.direct)}
+        # a view read only by another view (reshape then permute) is no argument and no line
+        names.update({v: "" for v in self.views if v not in used})
         self.lines = body_lines(sub, names)
         self.result = names[sub.outputs[0]]
         self.shape = node.spec.shape
