@@ -186,8 +186,8 @@ class Trace:
         return guards.check((fn, values), self.values, self.sizes, self.idents, self.tensors)
 
     def inputs(self, fn, values: list) -> list:
-        root = (fn, values)
-        return [values[f] if isinstance(f, int) else guards.resolve(root, f) for f in self.feeds]
+        get = guards.resolver((fn, values))
+        return [values[f] if isinstance(f, int) else get(f) for f in self.feeds]
 
 
 def _where(fn) -> str:

@@ -135,6 +135,17 @@ def step_comparison(vocab, batches_, held_out, mode="default", seed=0, **model_k
     return row, steps[True]
 
 
+def kernel_sharing(step) -> tuple[int, int]:
+    """Of the last-run step graph of ``step``: fused groups with generated kernels, and how
+    many distinct kernel modules they need (Numba compiles each once, on the first call)."""
+    from ..fusion.runtime import group_source
+
+    graph = step.last.compiled.graph
+    sources = [group_source(n) for n in graph.nodes if n.op == "fused"]
+    generated = [s for s in sources if not s.startswith("#")]  # "#": runs op by op on numpy
+    return len(generated), len(set(generated))
+
+
 def accuracy(model, ids, pos, targets, mask) -> float:
     """Next-character accuracy over the unpadded positions."""
     with no_grad():
