@@ -21,6 +21,12 @@ input, one at a larger size; each, re-specialised, must be the same program,
 constants and attributes included. Otherwise the dimension stays static and the
 reason is kept for ``explain``. Limit: a Python ``if`` on the size that every
 compared size takes alike (``x.shape[0] > 1000``) is not seen.
+
+A size kept in an attribute (``reshape(B, T, H, D)``, the ``expand`` a backward makes
+to its input's shape) is not a number Python computed: when an entry equals a symbol's
+size in every trace compared, it becomes a template filled in per size. A compiled
+training step (chapter 9's ``CompiledStep``) takes part through :class:`StepView`: its
+probes trace the whole step, its per-size plans run with the step's write-back.
 """
 
 from __future__ import annotations
