@@ -536,9 +536,6 @@ class CompiledStep(JitFunction):
         self.last = entry
         return entry.run(values, *ctx)
 
-    def _after_trace(self, names, values, bound, key, entry) -> None:
-        """Steps keep their sizes static (dynamic dims are for plain jit)."""
-
     def _trace(self, names, values, bound, key, ctx=None):
         params, opts = ctx
         try:
@@ -614,5 +611,8 @@ class StepReport:
         )
         if s.recompiles:
             lines.append("  retraced: " + "; ".join(s.recompiles))
+        dynamic = [x for d in s.dynamic for x in d.lines] or s.dynamic_notes
+        if dynamic:  # chapter 9's dynamic dims: which sizes are symbols, or why not
+            lines += ["  dynamic dims:"] + [f"    {x}" for x in dynamic]
         lines += [f"  {line}" for hook in EXPLAIN_HOOKS for line in hook(c)]  # every stage's
         return "\n".join(lines)

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from ..core import cachedir
 
-# what happened to each kernel function on its first call, for explain and the dumps
-STATS = {"compiled": 0, "loaded": 0, "modules_written": 0}
+# what happened to each kernel function on its first call, for explain and the dumps;
+# "shared": a group whose function another group of the same structure compiled or loaded
+STATS = {"compiled": 0, "loaded": 0, "shared": 0, "modules_written": 0}
+_COUNTED: set = set()  # id of every kernel function counted in this process
 
 
 def cache_dir() -> Path:
@@ -55,10 +57,15 @@ def load(key: str, source: str):
 
 
 def count_first_call(fn) -> str:
-    """After ``fn``'s first call: was its machine code ``"compiled"`` or ``"loaded"``?"""
+    """After ``fn``'s first call: was its machine code ``"compiled"``, ``"loaded"`` or
+    ``"shared"`` (the function was already called for another group)?"""
     stats = getattr(fn, "stats", None)
     if stats is None:
         return "compiled"
-    how = "loaded" if sum(stats.cache_hits.values()) else "compiled"
+    if id(fn) in _COUNTED:
+        how = "shared"
+    else:
+        _COUNTED.add(id(fn))
+        how = "loaded" if sum(stats.cache_hits.values()) else "compiled"
     STATS[how] += 1
     return how

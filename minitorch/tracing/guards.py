@@ -134,6 +134,25 @@ def resolve(root, path: tuple):
     return x
 
 
+def resolver(root):
+    """``resolve`` for many paths from one root, each shared prefix followed once (every
+    parameter of a module reached through a closure shares the way to the module)."""
+    memo: dict = {}
+    args = root[1]
+
+    def get(path: tuple):
+        x = memo.get(path, _GONE)
+        if x is _GONE:
+            x = resolve(root, path) if len(path) < 2 else resolve((get(path[:-1]), args), path[-1:])
+            memo[path] = x
+        return x
+
+    return get
+
+
+_GONE = object()
+
+
 def path_name(path: tuple) -> str:
     out = ""
     for kind, arg in path:
@@ -282,16 +301,24 @@ def side_effects(before: State, after: State) -> list[str]:
     return out
 
 
+_DTYPE_NAMES: dict = {}  # numpy's dtype.name is slow for what a guard checks on every call
+
+
 def tensor_guard(t) -> tuple:
-    return (tuple(t.shape), t.dtype.name, t.device, bool(t.requires_grad))
+    dtype = t.dtype
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return (tuple(t.shape), name, t.device, bool(t.requires_grad))
 
 
 def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[str]:
     """Why the state read from ``root`` differs from what a trace recorded ([] if it does not)."""
     reasons = []
+    get = resolver(root)  # each shared prefix of the paths followed once
     for path, key in values.items():
         try:
-            now = resolve(root, path)
+            now = get(path)
         except LookupError:
             reasons.append(f"{path_name(path)} is gone")
             continue
@@ -306,7 +333,7 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
                 reasons.append(f"{path_name(path)} changed from {show(key)} to {show(new)}")
     for path, n in sizes.items():
         try:
-            now = len(resolve(root, path))
+            now = len(get(path))
         except (LookupError, TypeError):
             reasons.append(f"{path_name(path)} is gone")
             continue
@@ -314,7 +341,7 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
             reasons.append(f"{path_name(path)} changed size from {n} to {now}")
     for path, obj in idents.items():
         try:
-            now = resolve(root, path)
+            now = get(path)
             if now is obj:
                 continue
             if path[-1][0] == "type":
@@ -326,7 +353,7 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
             reasons.append(f"{path_name(path)} is gone")
     for path, g in tensors:
         try:
-            t = resolve(root, path)
+            t = get(path)
         except LookupError:
             reasons.append(f"{path_name(path)} is gone")
             continue

@@ -186,8 +186,8 @@ class Trace:
         return guards.check((fn, values), self.values, self.sizes, self.idents, self.tensors)
 
     def inputs(self, fn, values: list) -> list:
-        root = (fn, values)
-        return [values[f] if isinstance(f, int) else guards.resolve(root, f) for f in self.feeds]
+        get = guards.resolver((fn, values))
+        return [values[f] if isinstance(f, int) else get(f) for f in self.feeds]
 
 
 def _where(fn) -> str:
@@ -420,9 +420,9 @@ class JitFunction:
                 return self._run(entry, names, values, bound, args, kwargs, ctx)
             reasons = reasons or failed
         if self.dynamic and DYNAMIC:  # chapter 9: a graph traced with symbolic sizes
-            entry, failed = DYNAMIC[0].find(self, values, key)
+            entry, failed = DYNAMIC[0].find(self, values, key, ctx)
             if entry is not None:
-                return DYNAMIC[0].run(self, entry, values)
+                return DYNAMIC[0].run(self, entry, values, ctx)
             reasons = failed or reasons
         if self.fell_back:
             return self.fn(*args, **kwargs)
@@ -458,13 +458,10 @@ class JitFunction:
                 hint="pass numbers the step computes with as a tensor: minitorch.tensor([...])",
             ) from e
         self.store.add(key, entry)
-        self._after_trace(names, values, bound, key, entry)
+        if DYNAMIC:  # chapter 9: mark_dynamic, automatic dynamic dims
+            DYNAMIC[0].after_trace(self, names, values, bound, key, self._last_key, entry, ctx)
         self._last_key = key
         return entry.result
-
-    def _after_trace(self, names, values, bound, key, entry) -> None:
-        if DYNAMIC:  # chapter 9: mark_dynamic, automatic dynamic dims
-            DYNAMIC[0].after_trace(self, names, values, bound, key, self._last_key, entry)
 
     def _run(self, entry: Trace, names, values, bound, args, kwargs, ctx=None):
         if entry.eager is not None:
