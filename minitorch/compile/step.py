@@ -578,6 +578,13 @@ class CompiledStep(JitFunction):
         return f"<compiled step {self.name}: {len(self.entries)} graph(s), {self.options}>"
 
 
+def _runner_name(runner) -> str:
+    """What runs the plan: a function's name, else the runner object's class."""
+    if runner is None:
+        return "run_plan (chapter 6)"
+    return getattr(runner, "__name__", None) or type(runner).__name__
+
+
 class StepReport:
     """What ``explain`` says about a compiled step: mode, graph, phases, writes, stage times."""
 
@@ -598,7 +605,7 @@ class StepReport:
         lines.append(
             f"  step graph: {len(c.traced.ops)} ops traced "
             + ", ".join(f"{k} {v}" for k, v in e.phases.items())
-            + f"; {len(c.graph.ops)} after passes; runner {getattr(c.runner, '__name__', '?')}"
+            + f"; {len(c.graph.ops)} after passes; runner {_runner_name(c.runner)}"
         )
         kinds: dict[str, int] = {}
         for (kind, _, _), _i in e.writes:
