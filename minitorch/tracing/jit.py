@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import logging
 import os
+import textwrap
 import types
 import warnings
 from dataclasses import dataclass, field
@@ -631,7 +632,9 @@ class ExplainOutput:
             f"Op count: {self.op_count}",
         ]
         for g in self.graphs:
-            lines.append(f"  {g.name}: {len(g)} ops {g.op_names()}")
+            ops = textwrap.wrap(" ".join(g.op_names()), 76)  # a long graph stays readable
+            lines.append(f"  {g.name}: {len(g)} ops: {ops[0] if ops else ''}")
+            lines += [f"    {line}" for line in ops[1:]]
         if self.break_reasons:
             lines.append("Break reasons:")
             lines += [f"  {k + 1}. {b}" for k, b in enumerate(self.break_reasons)]
