@@ -110,8 +110,9 @@ def timeline_png(mp: MemoryPlan, path: str | None = None, title: str = "", ax=No
     ax.set_ylim(0, max(mp.arena_bytes, max(curve, default=0)) / 1024 * 1.1 + 1e-9)
     ax.set_xlabel("step")
     ax.set_ylabel("offset (KiB)")
-    ax.set_title(title or "memory plan")
-    ax.legend(loc="upper right", fontsize=7)
+    ax.set_title(title or f"memory plan: arena {mp.arena_bytes / 1024:.1f} KiB")
+    # below the axes, so it never hides a buffer
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9, frameon=False)
     if own:
         fig.tight_layout()
         if path:
