@@ -27,7 +27,7 @@ from ..nn.module import Module, Parameter
 from ..nn.optim import Optimizer
 from ..tracing import guards
 from ..tracing.graph import Node, _unflatten
-from ..tracing.jit import EXPLAIN_HOOKS, JitFunction, _Store, cache_key, jit
+from ..tracing.jit import EXPLAIN_HOOKS, JitFunction, _Store, cache_key, jit, wrap_report
 from ..tracing.tracer import GraphBreakError, Tracer, flatten_output
 from .backward import StepTrace
 
@@ -622,4 +622,4 @@ class StepReport:
         if s.recompiles:
             lines.append("  retraced: " + "; ".join(s.recompiles))
         lines += [f"  {line}" for hook in EXPLAIN_HOOKS for line in hook(c)]  # every stage's
-        return "\n".join(lines)
+        return "\n".join(wrap_report(lines))

@@ -648,7 +648,21 @@ class ExplainOutput:
         if self.side_effects:
             lines.append("Side effects (they ran once, while tracing, not on every call):")
             lines += [f"  - {s}" for s in self.side_effects]
-        return "\n".join(lines)
+        return "\n".join(wrap_report(lines))
+
+
+def wrap_report(lines: list[str], width: int = 96) -> list[str]:
+    """Report lines folded at ``width``, continuations indented under their line, so that
+    a long refusal or guard reason is read in a terminal or a book page without scrolling."""
+    out = []
+    for line in lines:
+        for part in line.split("\n"):
+            if len(part) <= width:
+                out.append(part)
+                continue
+            pad = " " * (len(part) - len(part.lstrip()) + 4)
+            out += textwrap.wrap(part, width, subsequent_indent=pad, break_on_hyphens=False)
+    return out
 
 
 # The compiler (chapter 6's pipeline) puts ``explain_lines(compiled) -> list[str]`` here.
