@@ -393,7 +393,7 @@ def draw_step_graph(graph, phases, title=""):
         for i in n.inputs
         if i in phase and phase[i] == "forward"
     }
-    fig, ax = plt.subplots(figsize=(12, 3.6))
+    fig, ax = plt.subplots(figsize=(max(10, 0.2 * len(order)), 4.2))
     for n in graph.ops:
         if phase[n] != "backward":
             continue
@@ -421,7 +421,7 @@ def draw_step_graph(graph, phases, title=""):
             rotation=90,
             ha="center",
             va="center",
-            fontsize=6,
+            fontsize=7,
             family="monospace",
             bbox={
                 "boxstyle": "round,pad=0.2",
@@ -448,6 +448,7 @@ def draw_gantt(ax, records, title=""):
     """A schedule as a Gantt chart: ``records`` are ``(lane, start_s, end_s, label)``."""
     lanes = sorted({r[0] for r in records}, key=str)
     t0 = min(r[1] for r in records)
+    span = max(r[2] for r in records) - t0
     cmap = plt.get_cmap("tab10")
     for k, (lane, start, end, label) in enumerate(records):
         row = lanes.index(lane)
@@ -458,6 +459,8 @@ def draw_gantt(ax, records, title=""):
             edgecolor="black",
             lw=0.5,
         )
+        if end - start < span / 14:  # too narrow to hold its label
+            continue
         ax.text(
             (start + end) / 2 * 1e3 - t0 * 1e3,
             row,
