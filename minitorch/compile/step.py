@@ -27,7 +27,7 @@ from ..nn.module import Module, Parameter
 from ..nn.optim import Optimizer
 from ..tracing import guards
 from ..tracing.graph import Node, _unflatten
-from ..tracing.jit import EXPLAIN_HOOKS, JitFunction, _Store, cache_key, jit
+from ..tracing.jit import EXPLAIN_HOOKS, JitFunction, _Store, cache_key, jit, wrap_report
 from ..tracing.tracer import GraphBreakError, Tracer, flatten_output
 from .backward import StepTrace
 
@@ -575,6 +575,13 @@ class CompiledStep(JitFunction):
         return f"<compiled step {self.name}: {len(self.entries)} graph(s), {self.options}>"
 
 
+def _runner_name(runner) -> str:
+    """What runs the plan: a function's name, else the runner object's class."""
+    if runner is None:
+        return "run_plan (chapter 6)"
+    return getattr(runner, "__name__", None) or type(runner).__name__
+
+
 class StepReport:
     """What ``explain`` says about a compiled step: mode, graph, phases, writes, stage times."""
 
@@ -595,7 +602,7 @@ class StepReport:
         lines.append(
             f"  step graph: {len(c.traced.ops)} ops traced "
             + ", ".join(f"{k} {v}" for k, v in e.phases.items())
-            + f"; {len(c.graph.ops)} after passes; runner {getattr(c.runner, '__name__', '?')}"
+            + f"; {len(c.graph.ops)} after passes; runner {_runner_name(c.runner)}"
         )
         kinds: dict[str, int] = {}
         for (kind, _, _), _i in e.writes:
@@ -615,4 +622,4 @@ class StepReport:
         if dynamic:  # chapter 9's dynamic dims: which sizes are symbols, or why not
             lines += ["  dynamic dims:"] + [f"    {x}" for x in dynamic]
         lines += [f"  {line}" for hook in EXPLAIN_HOOKS for line in hook(c)]  # every stage's
-        return "\n".join(lines)
+        return "\n".join(wrap_report(lines))

@@ -67,7 +67,7 @@ class MemoryPlan:
         )
 
     def text(self) -> str:
-        lines = ["memory plan: " + self.summary()]
+        lines = ["memory plan: " + self.summary().replace("; first-fit", "\n  first-fit")]
         lines.append(f"  {'buffer':>8} {'bytes':>10} {'offset':>10}  life     slots")
         for b in sorted(self.buffers, key=lambda b: (b.start, b.slot)):
             views = ",".join([f"s{s}" for s in b.slots] + [f"s{s}(view)" for s in b.views])

@@ -74,16 +74,14 @@ def timeline_png(mp: MemoryPlan, path: str | None = None, title: str = "", ax=No
     Draws on ``ax`` when given (the book does), else saves a PNG to ``path``.
     """
     import matplotlib
-
-    if ax is None:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
     own = ax is None
-    if own:
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-    cmap = plt.get_cmap("tab20")
+    if own:  # a Figure of its own, not pyplot's: the caller's backend stays as it was
+        fig = Figure(figsize=(7, 3.5))
+        ax = fig.subplots()
+    cmap = matplotlib.colormaps["tab20"]
     for k, b in enumerate(sorted(mp.buffers, key=lambda b: b.start)):
         if not b.nbytes:
             continue
@@ -110,11 +108,11 @@ def timeline_png(mp: MemoryPlan, path: str | None = None, title: str = "", ax=No
     ax.set_ylim(0, max(mp.arena_bytes, max(curve, default=0)) / 1024 * 1.1 + 1e-9)
     ax.set_xlabel("step")
     ax.set_ylabel("offset (KiB)")
-    ax.set_title(title or "memory plan")
-    ax.legend(loc="upper right", fontsize=7)
+    ax.set_title(title or f"memory plan: arena {mp.arena_bytes / 1024:.1f} KiB")
+    # below the axes, so it never hides a buffer
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9, frameon=False)
     if own:
         fig.tight_layout()
         if path:
             fig.savefig(path, dpi=100)
-        plt.close(fig)
     return ax

@@ -185,6 +185,10 @@ class Graph:
         devices = sorted({n.spec.device for n in self.inputs})
         on = f"  # inputs on {', '.join(devices)}" if devices else ""
         lines = [f"{indent}graph {self.name}({ins}) {{{on}"]
+        if len(lines[0]) > 96:  # many inputs (a training step's parameters): one per line
+            lines = [f"{indent}graph {self.name}("]
+            lines += [f"{indent}    %{n.name}: {n.spec}," for n in self.inputs]
+            lines.append(f"{indent}) {{{on}")
         for n in self.nodes:
             if n.op == "input":
                 continue

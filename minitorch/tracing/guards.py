@@ -21,6 +21,7 @@ Walking the state before and after the trace also shows the trace's side effects
 from __future__ import annotations
 
 import dataclasses
+import dis
 import struct
 import sys
 import types
@@ -87,8 +88,16 @@ def _library(obj) -> bool:
     return top in _LIBRARIES or top in sys.stdlib_module_names
 
 
+_GLOBAL_READS = {"LOAD_GLOBAL", "LOAD_NAME"}
+
+
 def _names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
+    """The global names ``code`` (and the functions defined in it) read.
+
+    Not ``co_names``: it also holds attribute names, so ``opt.step()`` would make a
+    global called ``step`` part of the guard.
+    """
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_READS}
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             names |= _names(c)

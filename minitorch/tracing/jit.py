@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import logging
 import os
+import textwrap
 import types
 import warnings
 from dataclasses import dataclass, field
@@ -628,7 +629,9 @@ class ExplainOutput:
             f"Op count: {self.op_count}",
         ]
         for g in self.graphs:
-            lines.append(f"  {g.name}: {len(g)} ops {g.op_names()}")
+            ops = textwrap.wrap(" ".join(g.op_names()), 76)  # a long graph stays readable
+            lines.append(f"  {g.name}: {len(g)} ops: {ops[0] if ops else ''}")
+            lines += [f"    {line}" for line in ops[1:]]
         if self.break_reasons:
             lines.append("Break reasons:")
             lines += [f"  {k + 1}. {b}" for k, b in enumerate(self.break_reasons)]
@@ -642,7 +645,21 @@ class ExplainOutput:
         if self.side_effects:
             lines.append("Side effects (they ran once, while tracing, not on every call):")
             lines += [f"  - {s}" for s in self.side_effects]
-        return "\n".join(lines)
+        return "\n".join(wrap_report(lines))
+
+
+def wrap_report(lines: list[str], width: int = 96) -> list[str]:
+    """Report lines folded at ``width``, continuations indented under their line, so that
+    a long refusal or guard reason is read in a terminal or a book page without scrolling."""
+    out = []
+    for line in lines:
+        for part in line.split("\n"):
+            if len(part) <= width:
+                out.append(part)
+                continue
+            pad = " " * (len(part) - len(part.lstrip()) + 4)
+            out += textwrap.wrap(part, width, subsequent_indent=pad, break_on_hyphens=False)
+    return out
 
 
 # The compiler (chapter 6's pipeline) puts ``explain_lines(compiled) -> list[str]`` here.
