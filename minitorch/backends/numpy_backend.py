@@ -104,6 +104,7 @@ class NumpyBackend(Backend):
 
         kernel.__name__ = op.name
         kernel.writes_into = True  # chapter 8's protocol: accepts ``dest=``
+        kernel.bind = _binder(fn, extra, out, inputs, views, strides)
         return kernel
 
     def copy(self, data: TensorData) -> TensorData:
@@ -131,7 +132,89 @@ def _prepared_reduce(fn, out: Spec, source: Spec) -> Callable:
 
     reduce.__name__ = fn.__name__
     reduce.writes_into = True
+    reduce.bind = _binder(fn, (), out, [source], [va], strides, reduce=True)
     return reduce
+
+
+def _binder(fn, extra, out: Spec, inputs: list, views: list, strides, reduce=False):
+    """``kernel.bind(dest, fixed)``: the kernel with its destination and layouts bound once.
+
+    ``fixed[k]`` is the ``TensorData`` input ``k`` holds on every call (a place in the
+    arena) or ``None``; its numpy view is made here, not per call. With a ``dest`` the
+    result is always the same ``TensorData`` over it; without, each call allocates one.
+    ``None`` (use the kernel as it is) unless numpy computes in the result's dtype
+    straight into the destination (every input already has it: no cast).
+    """
+    shape, dtype = out.shape, np.dtype(out.dtype)
+
+    def bind(dest, fixed):
+        same = all(np.dtype(s.dtype) == dtype and s.size for s in inputs)
+        if not same or not isinstance(fn, np.ufunc) and not reduce or not out.size:
+            return None
+        if dest is None:
+
+            def place():  # an output: the caller keeps it
+                t = np.empty(shape, dtype)
+                return t, TensorData(t.reshape(-1), shape, strides, 0)
+
+        else:
+            placed = dest.reshape(shape), TensorData(dest, shape, strides, 0)
+
+            def place():
+                return placed
+
+        arrays = [None if f is None else v(f) for f, v in zip(fixed, views)]
+        if reduce:
+            fa, va = arrays[0], views[0]
+
+            def bound(a, out=None, axis=None, keepdims=False):
+                t, r = place()
+                fn(va(a) if fa is None else fa, axis=axis, keepdims=keepdims, out=t)
+                return r
+
+        elif all(a is not None for a in arrays):
+            args = (*arrays, *extra)
+
+            def bound(*_, out=None, **attrs):
+                t, r = place()
+                fn(*args, out=t)
+                return r
+
+        elif len(arrays) == 1:
+            (va,) = views
+
+            def bound(a, out=None, **attrs):
+                t, r = place()
+                fn(va(a), *extra, out=t)
+                return r
+
+        elif len(arrays) == 2 and arrays[0] is not None:
+            fa, vb = arrays[0], views[1]
+
+            def bound(a, b, out=None, **attrs):
+                t, r = place()
+                fn(fa, vb(b), out=t)
+                return r
+
+        elif len(arrays) == 2 and arrays[1] is not None:
+            va, fb = views[0], arrays[1]
+
+            def bound(a, b, out=None, **attrs):
+                t, r = place()
+                fn(va(a), fb, out=t)
+                return r
+
+        else:
+            pairs = list(zip(arrays, views))
+
+            def bound(*inputs, out=None, **attrs):
+                t, r = place()
+                fn(*[v(x) if f is None else f for (f, v), x in zip(pairs, inputs)], *extra, out=t)
+                return r
+
+        return bound
+
+    return bind
 
 
 register_backend(NumpyBackend())

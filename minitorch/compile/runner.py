@@ -91,9 +91,10 @@ def generated_runner(plan: Plan, inputs: list) -> list:
 class GeneratedArenaRunner(ArenaRunner):
     """The generated function running inside chapter 8's arena, kept between calls.
 
-    Each kernel is bound once to its place in the arena (``dest=``), so the
-    generated lines stay ``s4 = k0(s0, s1, out=o0)``; outputs are copied out of the
-    arena, as :class:`~minitorch.memory.ArenaRunner` does.
+    Each kernel is bound once to its place in the arena and to the places its inputs
+    always have (``kernel.bind``), so the generated lines stay ``s4 = k0(s0, s1,
+    out=o0)`` while a call passes no layouts and wraps no arrays; outputs are copied
+    out of the arena, as :class:`~minitorch.memory.ArenaRunner` does.
     """
 
     __name__ = "generated_runner"  # what explain prints: the generated function runs
@@ -101,7 +102,7 @@ class GeneratedArenaRunner(ArenaRunner):
     def __init__(self, inplace: bool, dump: str | None = None):
         super().__init__(inplace=inplace, keep=True)
         self.dump, self._fn, self._bound_to, self._plan = dump, None, None, None
-        self._fns: dict = {}  # id(plan) -> (plan, its generated function bound to the arena)
+        self._fns: dict = {}  # id(plan) -> (plan, its function bound to the arena, finish)
 
     def __call__(self, plan: Plan, inputs: list) -> list:
         if plan is self._plan and self.arena is not None:  # the steady state: no checks
@@ -112,34 +113,95 @@ class GeneratedArenaRunner(ArenaRunner):
             self._fns, self._bound_to = {}, dests
         made = self._fns.get(id(plan))
         if made is None or made[0] is not plan:  # the plan, or its profiled copy (chapter 10)
-            kernels = [_bind(st, d) for st, d in zip(plan.steps, dests)]
-            made = self._fns[id(plan)] = (plan, build_function(plan, self.dump, kernels))
-            plan._generated = made[1]
-        self._fn, self._plan = made[1], plan
+            kernels, fixed = bind_steps(plan, dests)
+            fn = build_function(plan, self.dump, kernels)
+            made = self._fns[id(plan)] = (plan, fn, self._finisher(plan, fixed, mp))
+            plan._generated = fn
+        _, self._fn, self._finish = made
+        self._plan = plan
         return self._finish(self._fn(inputs))
 
-    def _finish(self, outs: list) -> list:
-        extra = 0
-        for k, d in enumerate(outs):  # the caller keeps outputs; the next call reuses the arena
-            if d.storage.size and np.may_share_memory(d.storage, self.arena):
-                outs[k] = TensorData.from_numpy(d.as_numpy_view())
-            extra += outs[k].storage.nbytes  # copied out, or made outside the arena
-        self.peak_bytes = self._prepared[0].arena_bytes + extra
-        return outs
+    def _finisher(self, plan: Plan, fixed: dict, mp) -> Callable:
+        """What happens to the outputs after each call, decided once from where they live."""
+        outputs, made = plan.outputs, {st.out: st for st in plan.steps}
+        copy = [k for k, s in enumerate(outputs) if s in fixed]  # they live in the arena
+        # a kernel that takes ``dest=`` allocates its result when given none; others may
+        # return (a view of) an argument, which is checked on each call
+        check = [
+            k
+            for k, s in enumerate(outputs)
+            if s in made and s not in fixed and not getattr(made[s].kernel, "writes_into", False)
+        ]
+        nbytes = mp.arena_bytes + sum(
+            made[s].spec.size * np.dtype(made[s].spec.dtype).itemsize
+            for k, s in enumerate(outputs)
+            if s in made and k not in check
+        )
+        arena = self.arena
+
+        def finish(outs: list) -> list:
+            extra = 0
+            for k in copy:  # the caller keeps outputs; the next call reuses the arena
+                outs[k] = TensorData.from_numpy(outs[k].as_numpy_view())
+            for k in check:
+                d = outs[k]
+                if d.storage.size and np.may_share_memory(d.storage, arena):
+                    outs[k] = d = TensorData.from_numpy(d.as_numpy_view())
+                extra += d.storage.nbytes
+            self.peak_bytes = nbytes + extra
+            return outs
+
+        return finish
 
 
-def _bind(st, dest):
-    """``st.kernel`` writing its result into ``dest`` (its place in the arena), or as is."""
-    if dest is None or is_view(st):
+def bind_steps(plan: Plan, dests: list) -> tuple[list, dict]:
+    """Each step's kernel bound to its destination, and the slots whose data never changes.
+
+    A slot is *fixed* when it holds the same ``TensorData`` on every call: a place in the
+    arena, or a view of one (computed here once). A kernel with ``bind(dest, fixed)``
+    gets the fixed ``TensorData`` of each of its arguments (``None`` for the others).
+    """
+    fixed: dict = {}
+    kernels = []
+    for st, dest in zip(plan.steps, dests):
+        args = [fixed.get(a) for a in st.args]
+        if is_view(st):
+            kernels.append(_fixed_view(st, args, fixed))
+            continue
+        kernels.append(_bind(st, dest, args))
+        if dest is not None:
+            shape = st.spec.shape
+            fixed[st.out] = TensorData(dest, shape, tuple(strides_from_shape(shape)), 0)
+    return kernels, fixed
+
+
+def _fixed_view(st, args: list, fixed: dict) -> Callable:
+    """A view of fixed arguments is computed once, unless its kernel copied (``reshape``)."""
+    if not args or any(a is None for a in args):
         return st.kernel
+    r = st.kernel(*args, out=st.spec, **st.attrs)
+    if not np.shares_memory(r.storage, args[0].storage):
+        return st.kernel
+    fixed[st.out] = r
+    return lambda *_, out=None, **attrs: r
+
+
+def _bind(st, dest, args: list):
+    """``st.kernel`` writing its result into ``dest`` (its place in the arena), or as is."""
+    bind = getattr(st.kernel, "bind", None)
+    bound = bind(dest, args) if bind is not None else None
+    if bound is not None or dest is None:
+        return bound or st.kernel
     if getattr(st.kernel, "writes_into", False):
         return functools.partial(st.kernel, dest=dest)
     kernel, shape = st.kernel, st.spec.shape
     strides = tuple(strides_from_shape(shape))
+    result = TensorData(dest, shape, strides, 0)
+    target = dest.reshape(shape)
 
     def copy_into(*args, **kw):  # a kernel that allocates: its result is copied into place
-        np.copyto(dest.reshape(shape), kernel(*args, **kw).as_numpy_view(), casting="unsafe")
-        return TensorData(dest, shape, strides, 0)
+        np.copyto(target, kernel(*args, **kw).as_numpy_view(), casting="unsafe")
+        return result
 
     return copy_into
 
