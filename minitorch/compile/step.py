@@ -389,6 +389,7 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
     feeds = [where[n] for n in graph.inputs]
     t1 = time.perf_counter()
     compiled = graph.compile(debug=debug, options=options)
+    compiled.donate(_donations(feeds, writes, params, opts))
     entry = StepEntry(compiled, feeds, writes, tree, len(leaves), step_counts, py_writes)
     after = guards.scan(fn, values, names)
     entry.values, entry.sizes, entry.idents = after.values, after.sizes, after.idents
@@ -420,6 +421,23 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
         "update": ops(nodes[u:]),
     }
     return entry
+
+
+def _donations(feeds: list, writes: list, params: list, opts: list) -> list:
+    """``(input, output)`` pairs where the output is written back over that input's object:
+    a parameter's new values, an optimizer buffer's. Their old values die with the call,
+    so the step may compute the new ones in their storage (as PyTorch updates in place)."""
+    where = {}
+    for k, (kind, a, b, c) in enumerate(feeds):
+        if kind == "param":
+            where[("data", id(params[a]), None)] = k
+        elif kind == "state":
+            where[("item", id(opts[a].state[b]), c)] = k
+    return [
+        (where[(kind, id(obj), key)], j)
+        for (kind, obj, key), j in writes
+        if j is not None and (kind, id(obj), key) in where
+    ]
 
 
 def _python_writes(opts, snap) -> list:
