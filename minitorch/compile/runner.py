@@ -116,9 +116,9 @@ class GeneratedArenaRunner(ArenaRunner):
         if made is None or made[0] is not plan:  # the plan, or its profiled copy (chapter 10)
             donate = donations(plan)
             owned = {j: np.empty(plan.steps[j].spec.size, plan.steps[j].spec.dtype) for j in donate}
-            kernels, fixed = bind_steps(plan, dests, owned)
+            take, given = _taker(plan, donate, owned)
+            kernels, fixed = bind_steps(plan, dests, owned, given)
             fn = build_function(plan, self.dump, kernels)
-            take = _taker(plan, donate, owned)
             made = self._fns[id(plan)] = (plan, fn, self._finisher(plan, fixed, mp), take)
             plan._generated = fn
         _, self._fn, self._finish, self._take = made
@@ -160,15 +160,16 @@ class GeneratedArenaRunner(ArenaRunner):
         return finish
 
 
-def bind_steps(plan: Plan, dests: list, donated: dict | None = None) -> tuple[list, dict]:
+def bind_steps(plan: Plan, dests: list, donated=None, given=None) -> tuple[list, dict]:
     """Each step's kernel bound to its destination, and the slots whose data never changes.
 
     A slot is *fixed* when it holds the same ``TensorData`` on every call: a place in the
     arena or a donated buffer (``donated``: step index -> its 1-D array), or a view of
-    one (computed here once). A kernel with ``bind(dest, fixed)`` gets the fixed
+    one (computed here once); ``given`` adds input slots (a donated input is in its
+    buffer on every call). A kernel with ``bind(dest, fixed)`` gets the fixed
     ``TensorData`` of each of its arguments (``None`` for the others).
     """
-    fixed: dict = {}
+    fixed: dict = dict(given or {})
     kernels = []
     for j, (st, dest) in enumerate(zip(plan.steps, dests)):
         args = [fixed.get(a) for a in st.args]
@@ -229,20 +230,21 @@ def _views_inside(st) -> bool:
     return sub is not None and any(get_op(n.op).kind is OpKind.VIEW for n in sub.ops)
 
 
-def _taker(plan: Plan, donate: dict, owned: dict) -> Callable:
-    """The inputs of a call with each donated one in its step's own buffer.
+def _taker(plan: Plan, donate: dict, owned: dict) -> tuple:
+    """The inputs of a call with each donated one in its step's own buffer (and those
+    inputs' ``TensorData``, the same on every call).
 
     After the first call the parameter (or optimizer buffer) already lives there: the
     write-back installed the output computed into it. Otherwise (the first call, or new
     values assigned since) its values are copied in once.
     """
     if not donate:
-        return lambda inputs: inputs
+        return (lambda inputs: inputs), {}
     where = {s: k for k, s in enumerate(plan.inputs)}
-    swaps = []
+    swaps, given = [], {}
     for j, (i, shape) in donate.items():
         buf = owned[j]
-        td = TensorData.contiguous(buf, shape)
+        td = given[i] = TensorData.contiguous(buf, shape)
         swaps.append((where[i], buf, td, buf.reshape(shape)))
 
     def take(inputs: list) -> list:
@@ -253,7 +255,7 @@ def _taker(plan: Plan, donate: dict, owned: dict) -> Callable:
                 inputs[k] = td
         return inputs
 
-    return take
+    return take, given
 
 
 def _fixed_view(st, args: list, fixed: dict) -> Callable:

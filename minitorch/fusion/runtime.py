@@ -22,6 +22,7 @@ from typing import Callable
 import numba
 import numpy as np
 
+from ..backends.numpy_backend import viewer
 from ..core import capability
 from ..core.registry import OpKind, get_op
 from ..tensor.data import TensorData
@@ -224,18 +225,32 @@ class ElementwiseKernel(Generated):
         return TensorData(out, shape, tuple(strides_from_shape(shape)), 0)
 
     def bind(self, dest, fixed: list):
-        """``kernel.bind`` (see the numpy backend): layouts and arguments fixed once."""
-        spec = self.node.spec
-        if self.views or not spec.size:
+        """``kernel.bind`` (see the numpy backend): layouts and arguments fixed once.
+
+        A view inside the group of a fixed input is made here, once (if it does not copy).
+        """
+        if not self.node.spec.size:
             return None
-        extra = self.extra
-        leaves = list(self.sub.inputs) + extra
-        run = _bind_elementwise(self, dest, [n.spec for n in leaves], list(fixed) + [None] * len(extra))
+        where = {n: k for k, n in enumerate(self.sub.inputs)}
+        env = {n: fixed[k] for n, k in where.items() if fixed[k] is not None}
+        for v, k in zip(self.views, getattr(self, "view_kernels", ())):
+            args = [env.get(i) for i in v.inputs]
+            if not args or any(a is None for a in args):
+                return None
+            env[v] = k(*args, out=v.spec, **v.attrs)
+            if not np.shares_memory(env[v].storage, args[0].storage):
+                return None
+        direct = self.direct if self.views else list(self.sub.inputs) + self.extra
+        run = _bind_elementwise(self, dest, [n.spec for n in direct], [env.get(n) for n in direct])
+        pick = [(where.get(n), n) for n in direct]
 
         def bound(*inputs, out=None, **attrs):
-            datas = list(inputs) + [c.value._data for c in extra] if extra else inputs
+            datas = [
+                inputs[k] if k is not None else env[n] if n in env else n.value._data
+                for k, n in pick
+            ]
             r = run(datas)
-            return r if r is not None else self.run(list(datas), dest)
+            return r if r is not None else self.run(datas, dest)
 
         return bound
 
@@ -511,17 +526,19 @@ def numpy_kernel(node: Node, reason: str) -> Callable:
         ]
         steps.append((n, ufunc, reuse))
 
+    views = {n: viewer(n.spec) for n in sub.nodes}  # layouts checked without a call
+
     def fused(*inputs, out, dest=None, **attrs):
-        env = {i: d.as_numpy_view() for i, d in zip(sub.inputs, inputs)}
+        env = {i: views[i](d) for i, d in zip(sub.inputs, inputs)}
         for c in sub.constants:
-            env[c] = c.value._data.as_numpy_view()
+            env[c] = views[c](c.value._data)
         temps = set()
         last = sub.outputs[0]
         for n, ufunc, reuse in steps:
             args = [env[i] for i in n.inputs]
             if ufunc is None:
-                datas = [TensorData.from_numpy(np.asarray(a)) for a in args]
-                env[n] = kernels[n](*datas, out=n.spec, **n.attrs).as_numpy_view()
+                datas = [_wrap_array(np.asarray(a)) for a in args]
+                env[n] = views[n](kernels[n](*datas, out=n.spec, **n.attrs))
                 continue
             target = dest.reshape(spec.shape) if n is last and dest is not None else None
             for k in reuse if target is None else ():
@@ -550,6 +567,19 @@ def numpy_kernel(node: Node, reason: str) -> Callable:
     fused.writes_into = True
     fused.reason = reason
     return fused
+
+
+_STRIDES: dict = {}  # shape -> contiguous strides (a group runs with a few shapes)
+
+
+def _wrap_array(a: np.ndarray) -> TensorData:
+    """``a`` as a kernel's argument: no copy when it is contiguous (the kernels only read)."""
+    if not a.flags.c_contiguous:
+        return TensorData.from_numpy(a)
+    st = _STRIDES.get(a.shape)
+    if st is None:
+        st = _STRIDES[a.shape] = tuple(strides_from_shape(a.shape))
+    return TensorData(a.reshape(-1), a.shape, st, 0)
 
 
 def _probe(k) -> None:
