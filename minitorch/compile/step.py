@@ -92,6 +92,9 @@ def write_back(writes: list[tuple[tuple, int | None]], values: list[Tensor]) -> 
 # ---------------------------------------------------------------- finding the state
 
 
+_GLOBAL_NAMES: dict = {}  # code -> the global names it (or a function inside it) reads
+
+
 def find_state(fn, values: list) -> tuple[list[Tensor], list[Optimizer]]:
     """The parameters and optimizers a step function can reach.
 
@@ -111,7 +114,10 @@ def find_state(fn, values: list) -> tuple[list[Tensor], list[Optimizer]]:
     code = getattr(target, "__code__", None)
     if code is not None:
         g = target.__globals__
-        objs += [g[n] for n in sorted(guards._names(code)) if n in g]
+        names = _GLOBAL_NAMES.get(code)
+        if names is None:
+            names = _GLOBAL_NAMES[code] = sorted(guards._names(code))
+        objs += [g[n] for n in names if n in g]
         for cell in target.__closure__ or ():
             try:
                 objs.append(cell.cell_contents)
@@ -163,9 +169,15 @@ def _opt_key(opt: Optimizer) -> tuple:
     return (id(opt), type(opt), defaults, state)
 
 
+def _layout(t: Tensor) -> tuple:
+    """What a key needs of a tensor's spec, read without building a ``Spec`` (every call)."""
+    d = t._data
+    return d.shape, d.storage.dtype, t.device
+
+
 def _value_key(v):
     if isinstance(v, Tensor):
-        return ("tensor", v.spec, v.requires_grad)
+        return ("tensor", _layout(v), v._requires_grad)
     if v is None or isinstance(v, (bool, int, float, str, tuple)):
         return guards.value_key(v)
     return ("object", id(v))
@@ -536,7 +548,7 @@ class CompiledStep(JitFunction):
             guards.by_bits(cache_key(tuple(values))),
             grads,
             is_grad_enabled(),
-            tuple((id(p), p.spec, p.requires_grad) for p in params),
+            tuple((id(p), _layout(p), p._requires_grad) for p in params),
             tuple(_opt_key(o) for o in opts),
         )
 
