@@ -203,6 +203,8 @@ class StepEntry:
         self.aliases: list = []  # roles that were one tensor when traced (grad is velocity)
         self.names: list = []  # the parameters' names, for messages
         self.result = None  # the first call's result
+        self.has_counters = any(f[0] == "counter" for f in feeds)  # made per call: gather
+        self.out_devices = [n.spec.device for n in compiled.graph.outputs]
 
     def check(self, fn, values: list, ctx) -> list[str]:
         """Why this entry does not fit the call now ([] if it does), as jit's guards say."""
@@ -224,7 +226,12 @@ class StepEntry:
         return reasons
 
     def run(self, values: list, params: list, opts: list):
-        outs = self.compiled.run(*self.gather(values, params, opts))
+        outs = None if self.has_counters else self.compiled.run_data(self.datas(values, params, opts))
+        if outs is None:
+            outs = self.compiled.run(*self.gather(values, params, opts))
+        else:
+            make, devices = Tensor._make, self.out_devices
+            outs = [make(d, dev) for d, dev in zip(outs, devices)]
         write_back(self.writes, outs)
         for state, key in self.counters:  # a counter goes back to being a Python int
             state[key] = int(round(float(state[key].numpy().flat[0])))
@@ -233,6 +240,20 @@ class StepEntry:
         for state, key, v in self.py_writes:
             state[key] = v
         return _unflatten(self.tree, outs[: self.n_result])
+
+    def datas(self, values: list, params: list, opts: list) -> list:
+        """What :meth:`gather` gives, as the plan reads it: each input's data."""
+        out = []
+        for kind, a, b, c in self.feeds:
+            if kind == "arg":
+                out.append(values[a]._data)
+            elif kind == "param":
+                out.append(params[a]._data)
+            elif kind == "grad":
+                out.append(params[a].grad._data)
+            else:
+                out.append(opts[a].state[b][c]._data)
+        return out
 
     def gather(self, values: list, params: list, opts: list) -> list:
         """The graph's inputs now: arguments, parameters, gradients, optimizer buffers."""

@@ -217,6 +217,17 @@ class CompiledPlan(CompiledGraph):
 
     __call__ = run
 
+    def run_data(self, datas: list) -> list | None:
+        """The plan on raw data whose specs the caller guarantees (a compiled step's key and
+        guards hold them), without autograd: the outputs' data, or ``None`` when only
+        :meth:`run` can (interpreted, recorded by the profiler, another backend)."""
+        if self.interpreted or self.backend or profiler.enabled():
+            return None
+        if self.grad_consts and is_grad_enabled():
+            return None
+        with np.errstate(all="ignore"):  # inf/nan follow IEEE, as in eager
+            return self.runner(self.plan, datas)
+
     def _profiled_plan(self) -> Plan:
         """The plan whose kernels record events, made once (a runner binds it once too)."""
         plan = self.plan
