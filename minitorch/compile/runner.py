@@ -17,9 +17,9 @@ from typing import Callable
 
 import numpy as np
 
+from ..core.registry import OpKind, get_op
 from ..exercises import exercise
 from ..memory import ArenaRunner
-from ..core.registry import OpKind, get_op
 from ..memory.planner import is_elementwise, is_view
 from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import Plan
@@ -130,7 +130,9 @@ class GeneratedArenaRunner(ArenaRunner):
         outputs, made, arena = plan.outputs, {st.out: st for st in plan.steps}, self.arena
         # outputs in the arena are copied out (the caller keeps them); donated ones stay
         copy = [
-            k for k, s in enumerate(outputs) if s in fixed and np.shares_memory(fixed[s].storage, arena)
+            k
+            for k, s in enumerate(outputs)
+            if s in fixed and np.shares_memory(fixed[s].storage, arena)
         ]
         # a kernel that takes ``dest=`` allocates its result when given none; others may
         # return (a view of) an argument, which is checked on each call

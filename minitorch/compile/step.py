@@ -226,7 +226,9 @@ class StepEntry:
         return reasons
 
     def run(self, values: list, params: list, opts: list):
-        outs = None if self.has_counters else self.compiled.run_data(self.datas(values, params, opts))
+        outs = (
+            None if self.has_counters else self.compiled.run_data(self.datas(values, params, opts))
+        )
         if outs is None:
             outs = self.compiled.run(*self.gather(values, params, opts))
         else:

@@ -402,7 +402,9 @@ class ReduceKernel(Generated):
         datas = [_layout(self.leaves[k].spec, fixed[k]) for k in order]
         fns, sizes, strides = self._prepare(datas)
         work = int(np.prod(self.full)) if self.keep else 0
-        run = _bound_loop(self, dest, fns, [dest, sizes], datas, strides, [fixed[k] for k in order], work)
+        run = _bound_loop(
+            self, dest, fns, [dest, sizes], datas, strides, [fixed[k] for k in order], work
+        )
 
         def bound(*inputs, out=None, **attrs):
             leaves = list(inputs) + [c.value._data for c in consts] if consts else inputs

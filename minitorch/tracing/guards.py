@@ -282,8 +282,15 @@ def side_effects(before: State, after: State) -> list[str]:
     return out
 
 
+_DTYPE_NAMES: dict = {}  # numpy computes ``dtype.name`` anew on every read
+
+
 def tensor_guard(t) -> tuple:
-    return (tuple(t.shape), t.dtype.name, t.device, bool(t.requires_grad))
+    dtype = t.dtype
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return (tuple(t.shape), name, t.device, bool(t.requires_grad))
 
 
 def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[str]:
@@ -334,6 +341,8 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
             reasons.append(f"{path_name(path)} is no longer a tensor")
             continue
         now = tensor_guard(t)
+        if now == g:
+            continue
         for what, old, new in zip(("shape", "dtype", "device", "requires_grad"), g, now):
             if old != new:
                 reasons.append(f"{path_name(path)}.{what} changed from {old!r} to {new!r}")
