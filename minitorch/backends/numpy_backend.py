@@ -82,56 +82,183 @@ class NumpyBackend(Backend):
             extra = ()
         elif fn is not None and op.kind is OpKind.REDUCE and out.device == "cpu":
             return _prepared_reduce(fn, out, inputs[0])
+        elif op.name == "cast" and op.kernels.get("numpy") is cast:
+            return _prepared_cast(out, inputs[0])
         else:
             return None
         strides = tuple(strides_from_shape(out.shape))
-        cast = _casts_first(op, out) and not extra  # relu's eager kernel does not cast
-        views = [_viewer(s) for s in inputs]
+        casts = _casts_first(op, out) and not extra  # relu's eager kernel does not cast
+        views = [viewer(s) for s in inputs]
         if len(views) == 1:
             (va,) = views
 
             def kernel(a, out, dest=None):
-                return _apply(fn, [va(a), *extra], out, cast, dest, strides)
+                return _apply(fn, [va(a), *extra], out, casts, dest, strides)
         elif len(views) == 2:
             va, vb = views
 
             def kernel(a, b, out, dest=None):
-                return _apply(fn, [va(a), vb(b)], out, cast, dest, strides)
+                return _apply(fn, [va(a), vb(b)], out, casts, dest, strides)
         else:
 
             def kernel(*args, out, dest=None):
-                return _apply(fn, [v(d) for v, d in zip(views, args)], out, cast, dest, strides)
+                return _apply(fn, [v(d) for v, d in zip(views, args)], out, casts, dest, strides)
 
         kernel.__name__ = op.name
         kernel.writes_into = True  # chapter 8's protocol: accepts ``dest=``
+        kernel.bind = _binder(fn, extra, out, inputs, views, strides)
         return kernel
 
     def copy(self, data: TensorData) -> TensorData:
         return TensorData.from_numpy(data.as_numpy_view())
 
 
-def _viewer(spec: Spec) -> Callable:
-    """``d.as_numpy_view()`` with the contiguous case of ``spec`` checked without a call."""
+def viewer(spec: Spec) -> Callable:
+    """``d.as_numpy_view()`` for data of ``spec``, with the contiguous case of ``spec`` checked without a call,
+    and a permutation of a contiguous array (a transposed operand) made by ``transpose``."""
     st, shape, n = tuple(strides_from_shape(spec.shape)), spec.shape, spec.size
+    permuted: dict = {}  # strides -> (contiguous shape, axes), or None
 
     def view(d: TensorData):
-        if d.offset == 0 and d.strides == st and d.storage.size == n:
-            return d.storage.reshape(shape)
+        if d.offset == 0 and d.storage.size == n:
+            if d.strides == st:
+                return d.storage.reshape(shape)
+            how = permuted.get(d.strides, False)
+            if how is False:
+                how = permuted[d.strides] = _permutation(shape, d.strides)
+            if how is not None:
+                return d.storage.reshape(how[0]).transpose(how[1])
         return d.as_numpy_view()
 
     return view
 
 
+def _permutation(shape: tuple, strides: tuple):
+    """``(base shape, axes)`` when ``strides`` read a contiguous array of ``base`` transposed."""
+    order = sorted(range(len(shape)), key=lambda k: -strides[k])
+    base = tuple(shape[k] for k in order)
+    if tuple(strides[k] for k in order) != tuple(strides_from_shape(base)):
+        return None
+    return base, tuple(order.index(k) for k in range(len(shape)))
+
+
+def _cast_into(a, out):
+    np.copyto(out, a, casting="unsafe")  # what ``astype`` computes, written in place
+
+
+def _prepared_cast(out: Spec, source: Spec) -> Callable:
+    strides, va = tuple(strides_from_shape(out.shape)), viewer(source)
+
+    def cast_kernel(a, out, dtype, dest=None):
+        if dest is None:
+            return _wrap(va(a).astype(dtype), out)
+        _cast_into(va(a), dest.reshape(out.shape))
+        return TensorData(dest, out.shape, strides, 0)
+
+    cast_kernel.__name__ = "cast"
+    cast_kernel.writes_into = True
+    cast_kernel.bind = _binder(_cast_into, (), out, [source], [va], strides, into=True)
+    return cast_kernel
+
+
 def _prepared_reduce(fn, out: Spec, source: Spec) -> Callable:
     strides = tuple(strides_from_shape(out.shape))
-    va = _viewer(source)
+    va = viewer(source)
 
     def reduce(a, out, axis, keepdims, dest=None):
         return _apply(fn, [va(a)], out, False, dest, strides, axis=axis, keepdims=keepdims)
 
     reduce.__name__ = fn.__name__
     reduce.writes_into = True
+    reduce.bind = _binder(fn, (), out, [source], [va], strides, reduce=True)
     return reduce
+
+
+def _binder(fn, extra, out: Spec, inputs: list, views: list, strides, reduce=False, into=False):
+    """``kernel.bind(dest, fixed)``: the kernel with its destination and layouts bound once.
+
+    ``fixed[k]`` is the ``TensorData`` input ``k`` holds on every call (a place in the
+    arena) or ``None``; its numpy view is made here, not per call. With a ``dest`` the
+    result is always the same ``TensorData`` over it; without, each call allocates one.
+    ``None`` (use the kernel as it is) unless numpy computes in the result's dtype
+    straight into the destination: every input already has it, or (a comparison) the
+    ufunc's own result has it. ``into``: ``fn(array, out=)`` converts by itself (cast).
+    """
+    shape, dtype = out.shape, np.dtype(out.dtype)
+
+    def bind(dest, fixed):
+        if not out.size or not all(s.size for s in inputs):
+            return None
+        same = all(np.dtype(s.dtype) == dtype for s in inputs)
+        if not same and isinstance(fn, np.ufunc) and not reduce and dtype.kind != "f":
+            probe = fn(*[np.zeros(1, s.dtype) for s in inputs], *extra)
+            same = probe.dtype == dtype  # eq of two ints is bool: no cast either way
+        if not (same or into) or not (isinstance(fn, np.ufunc) or reduce or into):
+            return None
+        if dest is None:
+
+            def place():  # an output: the caller keeps it
+                t = np.empty(shape, dtype)
+                return t, TensorData(t.reshape(-1), shape, strides, 0)
+
+        else:
+            placed = dest.reshape(shape), TensorData(dest, shape, strides, 0)
+
+            def place():
+                return placed
+
+        arrays = [None if f is None else v(f) for f, v in zip(fixed, views)]
+        if reduce:
+            fa, va = arrays[0], views[0]
+
+            def bound(a, out=None, axis=None, keepdims=False):
+                t, r = place()
+                fn(va(a) if fa is None else fa, axis=axis, keepdims=keepdims, out=t)
+                return r
+
+        elif all(a is not None for a in arrays):
+            args = (*arrays, *extra)
+
+            def bound(*_, out=None, **attrs):
+                t, r = place()
+                fn(*args, out=t)
+                return r
+
+        elif len(arrays) == 1:
+            (va,) = views
+
+            def bound(a, out=None, **attrs):
+                t, r = place()
+                fn(va(a), *extra, out=t)
+                return r
+
+        elif len(arrays) == 2 and arrays[0] is not None:
+            fa, vb = arrays[0], views[1]
+
+            def bound(a, b, out=None, **attrs):
+                t, r = place()
+                fn(fa, vb(b), out=t)
+                return r
+
+        elif len(arrays) == 2 and arrays[1] is not None:
+            va, fb = views[0], arrays[1]
+
+            def bound(a, b, out=None, **attrs):
+                t, r = place()
+                fn(va(a), fb, out=t)
+                return r
+
+        else:
+            pairs = list(zip(arrays, views))
+
+            def bound(*inputs, out=None, **attrs):
+                t, r = place()
+                fn(*[v(x) if f is None else f for (f, v), x in zip(pairs, inputs)], *extra, out=t)
+                return r
+
+        return bound
+
+    return bind
 
 
 register_backend(NumpyBackend())

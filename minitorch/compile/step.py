@@ -92,6 +92,9 @@ def write_back(writes: list[tuple[tuple, int | None]], values: list[Tensor]) -> 
 # ---------------------------------------------------------------- finding the state
 
 
+_GLOBAL_NAMES: dict = {}  # code -> the global names it (or a function inside it) reads
+
+
 def find_state(fn, values: list) -> tuple[list[Tensor], list[Optimizer]]:
     """The parameters and optimizers a step function can reach.
 
@@ -111,7 +114,10 @@ def find_state(fn, values: list) -> tuple[list[Tensor], list[Optimizer]]:
     code = getattr(target, "__code__", None)
     if code is not None:
         g = target.__globals__
-        objs += [g[n] for n in sorted(guards._names(code)) if n in g]
+        names = _GLOBAL_NAMES.get(code)
+        if names is None:
+            names = _GLOBAL_NAMES[code] = sorted(guards._names(code))
+        objs += [g[n] for n in names if n in g]
         for cell in target.__closure__ or ():
             try:
                 objs.append(cell.cell_contents)
@@ -163,9 +169,15 @@ def _opt_key(opt: Optimizer) -> tuple:
     return (id(opt), type(opt), defaults, state)
 
 
+def _layout(t: Tensor) -> tuple:
+    """What a key needs of a tensor's spec, read without building a ``Spec`` (every call)."""
+    d = t._data
+    return d.shape, d.storage.dtype, t.device
+
+
 def _value_key(v):
     if isinstance(v, Tensor):
-        return ("tensor", v.spec, v.requires_grad)
+        return ("tensor", _layout(v), v._requires_grad)
     if v is None or isinstance(v, (bool, int, float, str, tuple)):
         return guards.value_key(v)
     return ("object", id(v))
@@ -191,6 +203,8 @@ class StepEntry:
         self.aliases: list = []  # roles that were one tensor when traced (grad is velocity)
         self.names: list = []  # the parameters' names, for messages
         self.result = None  # the first call's result
+        self.has_counters = any(f[0] == "counter" for f in feeds)  # made per call: gather
+        self.out_devices = [n.spec.device for n in compiled.graph.outputs]
 
     def check(self, fn, values: list, ctx) -> list[str]:
         """Why this entry does not fit the call now ([] if it does), as jit's guards say."""
@@ -212,7 +226,14 @@ class StepEntry:
         return reasons
 
     def run(self, values: list, params: list, opts: list):
-        outs = self.compiled.run(*self.gather(values, params, opts))
+        outs = (
+            None if self.has_counters else self.compiled.run_data(self.datas(values, params, opts))
+        )
+        if outs is None:
+            outs = self.compiled.run(*self.gather(values, params, opts))
+        else:
+            make, devices = Tensor._make, self.out_devices
+            outs = [make(d, dev) for d, dev in zip(outs, devices)]
         write_back(self.writes, outs)
         for state, key in self.counters:  # a counter goes back to being a Python int
             state[key] = int(round(float(state[key].numpy().flat[0])))
@@ -221,6 +242,20 @@ class StepEntry:
         for state, key, v in self.py_writes:
             state[key] = v
         return _unflatten(self.tree, outs[: self.n_result])
+
+    def datas(self, values: list, params: list, opts: list) -> list:
+        """What :meth:`gather` gives, as the plan reads it: each input's data."""
+        out = []
+        for kind, a, b, c in self.feeds:
+            if kind == "arg":
+                out.append(values[a]._data)
+            elif kind == "param":
+                out.append(params[a]._data)
+            elif kind == "grad":
+                out.append(params[a].grad._data)
+            else:
+                out.append(opts[a].state[b][c]._data)
+        return out
 
     def gather(self, values: list, params: list, opts: list) -> list:
         """The graph's inputs now: arguments, parameters, gradients, optimizer buffers."""
@@ -389,6 +424,7 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
     feeds = [where[n] for n in graph.inputs]
     t1 = time.perf_counter()
     compiled = graph.compile(debug=debug, options=options)
+    compiled.donate(_donations(feeds, writes, params, opts))
     entry = StepEntry(compiled, feeds, writes, tree, len(leaves), step_counts, py_writes)
     after = guards.scan(fn, values, names)
     entry.values, entry.sizes, entry.idents = after.values, after.sizes, after.idents
@@ -420,6 +456,23 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
         "update": ops(nodes[u:]),
     }
     return entry
+
+
+def _donations(feeds: list, writes: list, params: list, opts: list) -> list:
+    """``(input, output)`` pairs where the output is written back over that input's object:
+    a parameter's new values, an optimizer buffer's. Their old values die with the call,
+    so the step may compute the new ones in their storage (as PyTorch updates in place)."""
+    where = {}
+    for k, (kind, a, b, c) in enumerate(feeds):
+        if kind == "param":
+            where[("data", id(params[a]), None)] = k
+        elif kind == "state":
+            where[("item", id(opts[a].state[b]), c)] = k
+    return [
+        (where[(kind, id(obj), key)], j)
+        for (kind, obj, key), j in writes
+        if j is not None and (kind, id(obj), key) in where
+    ]
 
 
 def _python_writes(opts, snap) -> list:
@@ -518,7 +571,7 @@ class CompiledStep(JitFunction):
             guards.by_bits(cache_key(tuple(values))),
             grads,
             is_grad_enabled(),
-            tuple((id(p), p.spec, p.requires_grad) for p in params),
+            tuple((id(p), _layout(p), p._requires_grad) for p in params),
             tuple(_opt_key(o) for o in opts),
         )
 

@@ -9,8 +9,8 @@ forward under ``no_grad``: minitorch eager, minitorch compiled (``default`` and
 with ``--torch-compile``. Each figure is the median CPU time (``process_time``)
 of interleaved rounds in one process, so a busy machine slows every side alike.
 It also reports the compiled step's transient peak (numpy's allocations during
-one step, ``tracemalloc``; PyTorch's allocator is not visible to it) and the
-first calls of a compiled step. PyTorch is optional: without it only minitorch's
+one step, ``tracemalloc``) beside PyTorch's (its profiler's memory timeline) and
+the first calls of a compiled step. PyTorch is optional: without it only minitorch's
 columns are filled. Never used by tests.
 """
 
@@ -159,6 +159,7 @@ def torch_sides(name: str, use_compile: bool) -> tuple[dict, dict]:
             return model(x)
 
     steps, forwards = {"torch eager": step}, {"torch eager": fwd}
+    step.peak_kib = _torch_peak(step)
     if use_compile:
         cstep, cmodel = torch.compile(step), torch.compile(model)
         cstep(), cmodel(x)
@@ -170,6 +171,29 @@ def torch_sides(name: str, use_compile: bool) -> tuple[dict, dict]:
 
         forwards["torch.compile"] = cfwd
     return steps, forwards
+
+
+def _torch_peak(fn) -> float | None:
+    """PyTorch's transient peak over one call of ``fn`` (KiB): the most bytes its CPU
+    allocator held above what it held when the call began, from the profiler's memory
+    timeline (a private API: ``None`` when it is not there)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        from torch.profiler._memory_profiler import MemoryProfileTimeline
+
+        fn()
+        kw = {"profile_memory": True, "record_shapes": True, "with_stack": True}
+        with profile(activities=[ProfilerActivity.CPU], **kw) as prof:
+            fn()
+        _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(
+            torch.device("cpu")
+        )
+        held = [sum(s) for s in sizes]
+        return (max(held) - held[0]) / 1024
+    except Exception:  # noqa: BLE001 - an optional figure
+        return None
 
 
 def measure(names=None, use_compile=False, rounds=15) -> list[dict]:
@@ -190,6 +214,7 @@ def measure(names=None, use_compile=False, rounds=15) -> list[dict]:
             steps, forwards, extra = minitorch_sides(name)
             if torch is not None:
                 ts, tf = torch_sides(name, use_compile)
+                extra["torch eager step peak KiB"] = ts["torch eager"].peak_kib
                 steps.update(ts)
                 forwards.update(tf)
             step_t, fwd_t = interleaved(steps, rounds), interleaved(forwards, rounds)
@@ -201,6 +226,10 @@ def measure(names=None, use_compile=False, rounds=15) -> list[dict]:
             row["best mode"] = best
             row["compiled/eager step"] = step_t[best] / step_t["eager"]
             row["compiled/eager forward"] = fwd_t[bestf] / fwd_t["eager"]
+            if extra.get("torch eager step peak KiB"):
+                row["compiled/torch eager step peak"] = (
+                    extra[f"{best} step peak KiB"] / extra["torch eager step peak KiB"]
+                )
             for k in ("torch eager", "torch.compile"):
                 if k in step_t:
                     row[f"compiled/{k} step"] = step_t[best] / step_t[k]
@@ -211,10 +240,11 @@ def measure(names=None, use_compile=False, rounds=15) -> list[dict]:
 
 def table_text(rows: list[dict]) -> str:
     cols = ["compiled/eager step", "compiled/eager forward", "compiled/torch eager step",
-            "compiled/torch eager forward", "compiled/torch.compile step"]  # fmt: skip
-    lines = [f"{'model':22}" + "".join(f"{c:>30}" for c in cols)]
+            "compiled/torch eager forward", "compiled/torch eager step peak",
+            "compiled/torch.compile step"]  # fmt: skip
+    lines = [f"{'model':22}" + "".join(f"{c:>32}" for c in cols)]
     for r in rows:
-        cells = "".join(f"{r[c]:30.2f}" if c in r else f"{'-':>30}" for c in cols)
+        cells = "".join(f"{r[c]:32.2f}" if r.get(c) is not None else f"{'-':>32}" for c in cols)
         lines.append(f"{r['model']:22}{cells}")
     return "\n".join(lines)
 

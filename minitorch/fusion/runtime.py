@@ -22,6 +22,7 @@ from typing import Callable
 import numba
 import numpy as np
 
+from ..backends.numpy_backend import viewer
 from ..core import capability
 from ..core.registry import OpKind, get_op
 from ..tensor.data import TensorData
@@ -229,6 +230,36 @@ class ElementwiseKernel(Generated):
             self.call(fns, size >= PARALLEL_MIN, *args)
         return TensorData(out, shape, tuple(strides_from_shape(shape)), 0)
 
+    def bind(self, dest, fixed: list):
+        """``kernel.bind`` (see the numpy backend): layouts and arguments fixed once.
+
+        A view inside the group of a fixed input is made here, once (if it does not copy).
+        """
+        if not self.node.spec.size:
+            return None
+        where = {n: k for k, n in enumerate(self.sub.inputs)}
+        env = {n: fixed[k] for n, k in where.items() if fixed[k] is not None}
+        for v, k in zip(self.views, getattr(self, "view_kernels", ())):
+            args = [env.get(i) for i in v.inputs]
+            if not args or any(a is None for a in args):
+                return None
+            env[v] = k(*args, out=v.spec, **v.attrs)
+            if not np.shares_memory(env[v].storage, args[0].storage):
+                return None
+        direct = self.direct if self.views else list(self.sub.inputs) + self.extra
+        run = _bind_elementwise(self, dest, [n.spec for n in direct], [env.get(n) for n in direct])
+        pick = [(where.get(n), n) for n in direct]
+
+        def bound(*inputs, out=None, **attrs):
+            datas = [
+                inputs[k] if k is not None else env[n] if n in env else n.value._data
+                for k, n in pick
+            ]
+            r = run(datas)
+            return r if r is not None else self.run(datas, dest)
+
+        return bound
+
     def __call__(self, *inputs, out, dest=None, **attrs):
         if not self.views:
             return self.run(list(inputs) + [c.value._data for c in self.extra], dest)
@@ -237,6 +268,55 @@ class ElementwiseKernel(Generated):
         for v, k in zip(self.views, self.view_kernels):
             env[v] = k(*(env[i] for i in v.inputs), out=v.spec, **v.attrs)
         return self.run([env[n] for n in self.direct], dest)
+
+
+def _layout(spec, fixed):
+    """``fixed``, or the layout an input of ``spec`` has on every call (contiguous from 0)."""
+    return fixed if fixed is not None else TensorData.contiguous(None, spec.shape)
+
+
+def _bound_loop(gen, dest, fns, head: list, datas: list, strides: list, fixed: list, work: int):
+    """``datas`` -> the loop's result over ``dest``, arguments laid out once (``kernel.bind``).
+
+    The loop's argument list is built here with every fixed input's storage in place;
+    a call fills in the others, and returns ``None`` when one is laid out differently
+    from bind time (the caller then takes the general path).
+    """
+    base, var = list(head), []
+    for k, (d, st) in enumerate(zip(datas, strides)):
+        base += [d.storage, d.offset, st]
+        if fixed[k] is None:
+            var.append((k, len(head) + 3 * k, d.strides))
+    spec = gen.node.spec
+    shape, strides = spec.shape, tuple(strides_from_shape(spec.shape))
+    result = None if dest is None else TensorData(dest, shape, strides, 0)
+    parallel = work >= PARALLEL_MIN
+
+    def run(datas: list):
+        args = base.copy()
+        for k, pos, st in var:
+            d = datas[k]
+            if d.offset or d.strides != st:
+                return None
+            args[pos] = d.storage
+        if result is None:  # an output: allocated, the caller keeps it
+            args[0] = np.empty(spec.size, spec.dtype)
+            gen.call(fns, parallel, *args)
+            return TensorData(args[0], shape, strides, 0)
+        gen.call(fns, parallel, *args)
+        return result
+
+    return run
+
+
+def _bind_elementwise(ew, dest, specs: list, fixed: list):
+    shape = ew.shape
+    datas = [_layout(s, f) for s, f in zip(specs, fixed)]
+    layouts = tuple(layout_of(d, shape) for d in datas)
+    fns = ew.functions(layouts, lambda w: ew.source(layouts, w))
+    strides = [np.array(loop_strides(d.shape, d.strides, shape), dtype=np.int64) for d in datas]
+    head = [dest, np.array(shape, dtype=np.int64)]
+    return _bound_loop(ew, dest, fns, head, datas, strides, fixed, ew.node.spec.size)
 
 
 class ReduceKernel(Generated):
@@ -316,6 +396,29 @@ class ReduceKernel(Generated):
             strides.append(np.array(st, dtype=np.int64))
         return fns, np.array([self.full[a] for a in self.perm], dtype=np.int64), strides
 
+    def bind(self, dest, fixed: list):
+        """``kernel.bind`` (see the numpy backend): layouts and arguments fixed once."""
+        spec = self.node.spec
+        if not spec.size:
+            return None
+        consts = _big_consts(self.sub)
+        fixed = list(fixed) + [None] * len(consts)
+        where = {n: k for k, n in enumerate(self.leaves)}
+        order = [where[n] for n in self.x + self.y]
+        datas = [_layout(self.leaves[k].spec, fixed[k]) for k in order]
+        fns, sizes, strides = self._prepare(datas)
+        work = int(np.prod(self.full)) if self.keep else 0
+        run = _bound_loop(
+            self, dest, fns, [dest, sizes], datas, strides, [fixed[k] for k in order], work
+        )
+
+        def bound(*inputs, out=None, **attrs):
+            leaves = list(inputs) + [c.value._data for c in consts] if consts else inputs
+            r = run([leaves[k] for k in order])
+            return r if r is not None else self(*inputs, out=spec, dest=dest)
+
+        return bound
+
     def __call__(self, *inputs, out, dest=None, **attrs):
         datas = dict(
             zip(self.leaves, list(inputs) + [c.value._data for c in _big_consts(self.sub)])
@@ -367,6 +470,29 @@ class EpilogueKernel(Generated):
         ep.lines = body_lines(sub, names)
         ep.result = names[sub.outputs[0]]
 
+    def bind(self, dest, fixed: list):
+        """``kernel.bind``: the anchor computes into ``dest``, the epilogue runs over it in place."""
+        a, spec = self.anchor, self.node.spec
+        anchor_bind = getattr(self.anchor_kernel, "bind", None)
+        if dest is None or a.spec.dtype != spec.dtype or anchor_bind is None or a.attrs:
+            return None
+        anchor = anchor_bind(dest, [fixed[k] for k in self.anchor_args])
+        if anchor is None:
+            return None
+        where, args = self.leaf_index, self.anchor_args
+        r = TensorData(dest, a.spec.shape, tuple(strides_from_shape(a.spec.shape)), 0)
+        leaves = self.leaves
+        ep_fixed = [r] + [fixed[where[n]] if n in where else None for n in leaves]
+        run = _bind_elementwise(self.epilogue, dest, [a.spec] + [n.spec for n in leaves], ep_fixed)
+
+        def bound(*inputs, out=None, **attrs):
+            anchor(*[inputs[k] for k in args])
+            datas = [r] + [inputs[where[n]] if n in where else n.value._data for n in leaves]
+            res = run(datas)
+            return res if res is not None else self.epilogue.run(datas, dest)
+
+        return bound
+
     def __call__(self, *inputs, out, dest=None, **attrs):
         a = self.anchor
         r = self.anchor_kernel(*(inputs[k] for k in self.anchor_args), out=a.spec, **a.attrs)
@@ -408,17 +534,19 @@ def numpy_kernel(node: Node, reason: str) -> Callable:
         ]
         steps.append((n, ufunc, reuse))
 
+    views = {n: viewer(n.spec) for n in sub.nodes}  # layouts checked without a call
+
     def fused(*inputs, out, dest=None, **attrs):
-        env = {i: d.as_numpy_view() for i, d in zip(sub.inputs, inputs)}
+        env = {i: views[i](d) for i, d in zip(sub.inputs, inputs)}
         for c in sub.constants:
-            env[c] = c.value._data.as_numpy_view()
+            env[c] = views[c](c.value._data)
         temps = set()
         last = sub.outputs[0]
         for n, ufunc, reuse in steps:
             args = [env[i] for i in n.inputs]
             if ufunc is None:
-                datas = [TensorData.from_numpy(np.asarray(a)) for a in args]
-                env[n] = kernels[n](*datas, out=n.spec, **n.attrs).as_numpy_view()
+                datas = [_wrap_array(np.asarray(a)) for a in args]
+                env[n] = views[n](kernels[n](*datas, out=n.spec, **n.attrs))
                 continue
             target = dest.reshape(spec.shape) if n is last and dest is not None else None
             for k in reuse if target is None else ():
@@ -447,6 +575,19 @@ def numpy_kernel(node: Node, reason: str) -> Callable:
     fused.writes_into = True
     fused.reason = reason
     return fused
+
+
+_STRIDES: dict = {}  # shape -> contiguous strides (a group runs with a few shapes)
+
+
+def _wrap_array(a: np.ndarray) -> TensorData:
+    """``a`` as a kernel's argument: no copy when it is contiguous (the kernels only read)."""
+    if not a.flags.c_contiguous:
+        return TensorData.from_numpy(a)
+    st = _STRIDES.get(a.shape)
+    if st is None:
+        st = _STRIDES[a.shape] = tuple(strides_from_shape(a.shape))
+    return TensorData(a.reshape(-1), a.shape, st, 0)
 
 
 def _probe(k) -> None:

@@ -51,6 +51,9 @@ class Plan:
     consts: list = field(default_factory=list)  # (slot, Tensor)
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
+    # output slot -> input slot whose storage it may be written into (chapter 9's
+    # training steps donate the old parameters and optimizer buffers)
+    donated: dict = field(default_factory=dict)
 
     def text(self) -> str:
         lines = [f"plan: {len(self.steps)} steps over {self.num_slots} slots"]
@@ -162,6 +165,7 @@ class CompiledPlan(CompiledGraph):
         self._plans: dict = {}
         self._out_devices = [n.spec.device for n in graph.outputs]
         self.interpreted = False  # True when lowering's exercises (6.9, 6.10) are not done
+        self.donations: list = []  # (input, output) pairs, set by a training step
 
     @property
     def plan(self) -> Plan:
@@ -169,7 +173,25 @@ class CompiledPlan(CompiledGraph):
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = lower(self.graph, kernel_for(self.backend))
+            self._donate(plan)
         return plan
+
+    def donate(self, pairs: list) -> None:
+        """``(input k, output j)`` pairs: output ``j`` replaces input ``k``, whose old value
+        the caller drops, so a runner may write it into input ``k``'s storage."""
+        self.donations = list(pairs)
+        for plan in self._plans.values():
+            self._donate(plan)
+
+    def _donate(self, plan: Plan) -> None:
+        ins, outs, specs = plan.inputs, plan.outputs, self.specs
+        out_specs = [n.spec for n in self.graph.outputs]
+        plan.donated = {
+            outs[j]: ins[k]
+            for k, j in self.donations
+            if outs.count(outs[j]) == 1 and ins.count(ins[k]) == 1 and ins[k] not in outs
+            and specs[k] == out_specs[j] and specs[k].device == "cpu"
+        }  # fmt: skip
 
     def run(self, *inputs):
         specs = self.specs
@@ -194,6 +216,17 @@ class CompiledPlan(CompiledGraph):
         return self.graph.unflatten([make(d, dev) for d, dev in zip(outs, self._out_devices)])
 
     __call__ = run
+
+    def run_data(self, datas: list) -> list | None:
+        """The plan on raw data whose specs the caller guarantees (a compiled step's key and
+        guards hold them), without autograd: the outputs' data, or ``None`` when only
+        :meth:`run` can (interpreted, recorded by the profiler, another backend)."""
+        if self.interpreted or self.backend or profiler.enabled():
+            return None
+        if self.grad_consts and is_grad_enabled():
+            return None
+        with np.errstate(all="ignore"):  # inf/nan follow IEEE, as in eager
+            return self.runner(self.plan, datas)
 
     def _profiled_plan(self) -> Plan:
         """The plan whose kernels record events, made once (a runner binds it once too)."""
@@ -229,6 +262,5 @@ def _profiled(plan: Plan) -> Plan:
         kernel.writes_into = getattr(st.kernel, "writes_into", False)  # chapter 8's dest=
         return st._replace(kernel=kernel)
 
-    return Plan(
-        [wrap(st) for st in plan.steps], plan.num_slots, plan.consts, plan.inputs, plan.outputs
-    )
+    steps = [wrap(st) for st in plan.steps]
+    return Plan(steps, plan.num_slots, plan.consts, plan.inputs, plan.outputs, plan.donated)

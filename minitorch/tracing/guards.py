@@ -310,7 +310,7 @@ def side_effects(before: State, after: State) -> list[str]:
     return out
 
 
-_DTYPE_NAMES: dict = {}  # numpy's dtype.name is slow for what a guard checks on every call
+_DTYPE_NAMES: dict = {}  # numpy computes ``dtype.name`` anew on every read
 
 
 def tensor_guard(t) -> tuple:
@@ -370,6 +370,8 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
             reasons.append(f"{path_name(path)} is no longer a tensor")
             continue
         now = tensor_guard(t)
+        if now == g:
+            continue
         for what, old, new in zip(("shape", "dtype", "device", "requires_grad"), g, now):
             if old != new:
                 reasons.append(f"{path_name(path)}.{what} changed from {old!r} to {new!r}")
