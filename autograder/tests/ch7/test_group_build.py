@@ -113,6 +113,21 @@ def test_grow_group_records_refusals():
         got=got,
         value=text([(r.producer.name, r.consumer.name, r.reason) for r in refusals2]),
     )
+    # a refused producer read by two members: the consumer is the first of them in the graph
+    g3, (x3, b3) = graph((4, 5), (5,))
+    t3 = node(g3, "tanh", b3)
+    a3 = node(g3, "add", x3, t3)
+    m3 = node(g3, "mul", a3, t3)
+    g3.set_outputs([m3])
+    group3, refusals3, _ = _grow(m3)
+    got = [(r.producer, r.consumer, r.reason) for r in refusals3]
+    check(
+        got == [(t3, a3, R.SPACE)],
+        "7.2",
+        "the consumer is the producer's first user in the group (graph order)",
+        got=got,
+        value=text([(r.producer.name, r.consumer.name, r.reason) for r in refusals3]),
+    )
 
 
 @graded("7.2", points=1)
