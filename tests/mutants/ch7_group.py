@@ -243,7 +243,9 @@ def _build(
     for m in group.members:
         if m is not root and (any(u not in group for u in m.users) or m in graph.outputs):
             raise OpError("fuse", f"%{m.name} ({m.op}): value needed outside the group")
-    members = sorted(group.members, key=lambda n: (first and n is not group.anchor, group.position(n)))
+    members = sorted(
+        group.members, key=lambda n: (first and n is not group.anchor, group.position(n))
+    )
     if dedup:
         ext = group.external_inputs()
     else:
