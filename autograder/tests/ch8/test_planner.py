@@ -517,6 +517,26 @@ def test_checker_example():
         value=check_assignment(bs),
         got=check_assignment(bs),
     )
+    # pairs are (smaller slot, larger slot) whatever order the buffers come in; the list is
+    # sorted; a negative or missing offset is reported like a misaligned one
+    bs = [
+        Buffer(7, 64, F32, 0, 3, [7], offset=0),
+        Buffer(4, 64, F32, 2, 3, [4], offset=0),
+        Buffer(2, 64, F32, 0, 1, [2], offset=-64),
+        Buffer(5, 64, F32, 0, 1, [5], offset=None),
+        Buffer(9, 64, F32, 1, 2, [9], offset=32),
+        Buffer(1, 64, F32, 0, 0, [1], offset=0),
+    ]
+    got = check_assignment(bs)
+    want = [(1, 7), (2, 2), (4, 7), (5, 5), (9, 9)]
+    check(
+        got == want,
+        "8.7",
+        "sorted (smaller, larger) pairs; negative and None offsets are reported as (s, s)",
+        value=got,
+        got=got,
+        expected=want,
+    )
 
 
 @graded("8.7", points=2)
