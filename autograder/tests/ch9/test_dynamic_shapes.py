@@ -66,6 +66,17 @@ def test_guard_failures_name_each_broken_guard():
         got=got,
         expected=want,
     )
+    # a rank change is the only message for that input: its dims neither differ nor bind s0
+    got = symbolic_guard_failures(g, [Spec((5, 4, 2), F32), Spec((6,), F32)])
+    want = ["x.rank changed from 2 to 3"]
+    check(
+        got == want,
+        "9.7",
+        "after a rank change, nothing more for that input (its dims bind no symbol)",
+        value=text(got),
+        got=got,
+        expected=want,
+    )
     got = symbolic_guard_failures(g, [Spec((1, 3), F32), Spec((4,), F32)])
     want = ["x.shape[0] is 1 but s0 needs a size >= 2"]
     check(
