@@ -330,3 +330,16 @@ def graph_to_onnx_vague_error(graph, dynamic, opset=18):
 @mutant("10.6", "outputs keep their internal names instead of output0, output1, ...")
 def graph_to_onnx_internal_output_names(graph, dynamic, opset=18):
     return _to_onnx(graph, dynamic, opset, outputs_by_node=True)
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+@mutant("10.3", "divides by the total self time even when it is 0")
+def summarize_divides_by_zero(events):
+    selfs = self_times(events)
+    rows = _rows(events, selfs)
+    total = sum(selfs)
+    for r in rows.values():
+        r.share = r.self / total
+    return list(rows.values())
