@@ -11,6 +11,7 @@ from minitorch.onnx.context import OnnxContext
 from minitorch.profiler.chrome import PID
 from minitorch.profiler.core import backend_name
 from minitorch.profiler.summary import Row, self_times
+from solutions.reference import ch10 as ref
 
 from . import mutant
 
@@ -343,3 +344,23 @@ def summarize_divides_by_zero(events):
     for r in rows.values():
         r.share = r.self / total
     return list(rows.values())
+
+
+@mutant("10.5", "compares the ops but not their rank")
+def dynamic_dims_ignores_rank(graph_a, graph_b):
+    for a, b in zip(graph_a.nodes, graph_b.nodes):
+        if a.op != b.op:
+            raise OpError("onnx.export", f"node %{a.name} differs")
+    return (
+        _dims(graph_a, graph_b, check_structure=False)
+        if len(graph_a.nodes) == len(graph_b.nodes)
+        else _dims(graph_a, graph_b)
+    )
+
+
+@mutant("10.6", "looks every op up in OPS: a cond node raises KeyError")
+def graph_to_onnx_key_error(graph, dynamic, opset=18):
+    for node in graph.nodes:
+        if node.op not in ("input", "const"):
+            OPS[node.op]  # noqa: B018 - the KeyError is the mistake
+    return ref.graph_to_onnx(graph, dynamic, opset)

@@ -133,6 +133,20 @@ def test_dynamic_dims_refuses_shape_dependent_programs():
         value=text(e.value.op),
     )
 
+    def squeezed(x):  # the same ops, but a rank that depends on the batch size
+        return x.sum(axis=1, keepdims=x.shape[0] < 5)
+
+    a = minitorch.jit(squeezed).trace(minitorch.randn(4, 2))
+    b = minitorch.jit(squeezed).trace(minitorch.randn(5, 2))
+    with pytest.raises(OpError, match="onnx.export") as e:
+        dynamic_dims(a, b)
+    check(
+        isinstance(e.value, OpError),
+        "10.5",
+        'a rank that depends on the batch size: refuse with OpError("onnx.export", ...)',
+        value=text(e.value.op),
+    )
+
     def counted(x):
         return x * minitorch.arange(x.shape[0]).astype(x.dtype)
 
@@ -256,6 +270,17 @@ def test_an_op_without_mapping_names_it_and_the_custom_op_route():
         value=text([info.value.op, name in str(info.value), "register_onnx" in str(info.value)]),
         err=info.value,
     )
+    # an op that is not in the registry at all (cond) is refused the same way, not a KeyError
+    graph = minitorch.jit(
+        lambda x: minitorch.cond(x.sum() > 0, lambda x: x, lambda x: -x, x)
+    ).trace(minitorch.randn(3))
+    try:
+        graph_to_onnx(graph, {})
+    except OpError as e:
+        check(e.op == "onnx.export" and "cond" in str(e), "10.6", "name the op (cond)",
+              value=text([e.op, "cond" in str(e)]), err=e)  # fmt: skip
+    else:
+        check(False, "10.6", 'a cond node must raise OpError("onnx.export", ...)')
 
 
 _softplus: list = []

@@ -81,7 +81,9 @@ def test_one_input_and_attrs():
     except SyntaxError as e:
         check(False, "9.5", "a plan without inputs unpacks nothing", src=src, error=str(e))
     want = run_plan(plan, [])
-    ok = len(got) == 2 and all(np.array_equal(a.to_numpy(), b.to_numpy()) for a, b in zip(got, want))
+    ok = len(got) == 2 and all(
+        np.array_equal(a.to_numpy(), b.to_numpy()) for a, b in zip(got, want)
+    )
     check(ok, "9.5", "a plan without inputs", value=len(got), src=src)
 
 
