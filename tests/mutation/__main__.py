@@ -40,7 +40,7 @@ from minitorch import exercises  # noqa: E402
 from . import ROOT, Generated, equivalents, generate  # noqa: E402
 
 SRC = ROOT / "build" / "mutation" / "src"
-TIMEOUT = 120  # seconds per mutant, as for the hand-written ones
+TIMEOUT = 60  # seconds per mutant (--timeout); a mutant that loops for ever is killed by it
 
 
 def _chapter_tests(chapter: int) -> dict[str, list[str]]:
@@ -223,8 +223,11 @@ def main(argv=None) -> int:
     parser.add_argument("--exercise", help="only the mutants that reach this exercise (C.N)")
     parser.add_argument("--sample", type=int, help="a fixed sample of N mutants per chapter")
     parser.add_argument("--json", type=Path, help="write every verdict here")
+    parser.add_argument("--timeout", type=int, default=TIMEOUT, help="seconds per mutant")
     parser.add_argument("-v", "--verbose", action="store_true", help="a line per mutant as it runs")
     args = parser.parse_args(argv)
+    global TIMEOUT
+    TIMEOUT = args.timeout
     results, ok = [], True
     for chapter in args.chapters:
         result = run_chapter(chapter, args.exercise, args.sample, args.verbose)
