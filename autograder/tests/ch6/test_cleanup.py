@@ -219,6 +219,14 @@ def test_fold_respects_limit_parameters_and_purity():
         n = constant_fold(g, limit=limit)
         check((at.op == "const") == folds and n == int(folds), "6.4",
               "fold a result of at most `limit` elements", value=(limit, n), limit=limit, got=n)  # fmt: skip
+    # the default limit is 1024 elements: (32, 32) folds, (5, 205) does not
+    for shape, folds in (((32, 32), True), ((5, 205), False)):
+        g, x, y = _small_graph()
+        at = node(g, "expand", const(g, 2.0), shape=shape)
+        g.set_outputs([at])
+        n = constant_fold(g)
+        check((at.op == "const") == folds, "6.4", "the default limit is 1024 elements",
+              value=n, shape=shape)  # fmt: skip
 
 
 @graded("6.4", points=2)

@@ -122,6 +122,10 @@ def test_liveness_small_example():
         value=views.get(1),
         got=views,
     )
+    fields = [(b.slot, b.slots, str(b.dtype)) for b in got]
+    want = [(1, [1], "float32"), (3, [3], "float32"), (4, [4], "float32")]
+    check(fields == want, "8.1", "each buffer's slots start with its own slot; its dtype is the step's",
+          value=text(fields), got=fields, expected=want)  # fmt: skip
     plan.outputs = [2]  # returning the view keeps its base alive to the end
     got = liveness(plan)
     check(
