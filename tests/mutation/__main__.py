@@ -217,6 +217,11 @@ def summary(result: dict) -> tuple[str, dict]:
     return "\n".join(lines), total
 
 
+def _set_timeout(seconds: int) -> None:
+    global TIMEOUT
+    TIMEOUT = seconds
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__)
     parser.add_argument("chapters", type=int, nargs="+")
@@ -226,8 +231,7 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=int, default=TIMEOUT, help="seconds per mutant")
     parser.add_argument("-v", "--verbose", action="store_true", help="a line per mutant as it runs")
     args = parser.parse_args(argv)
-    global TIMEOUT
-    TIMEOUT = args.timeout
+    _set_timeout(args.timeout)
     results, ok = [], True
     for chapter in args.chapters:
         result = run_chapter(chapter, args.exercise, args.sample, args.verbose)

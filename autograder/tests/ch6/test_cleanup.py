@@ -219,6 +219,18 @@ def test_fold_respects_limit_parameters_and_purity():
         n = constant_fold(g, limit=limit)
         check((at.op == "const") == folds and n == int(folds), "6.4",
               "fold a result of at most `limit` elements", value=(limit, n), limit=limit, got=n)  # fmt: skip
+    # a pure op with no inputs is not folded (foldable nodes have at least one input)
+    import minitorch.core.registry as reg
+
+    if "ch6_ramp" not in reg.OPS:
+        reg.register_op("ch6_ramp", reg.OpKind.OPAQUE, 0, lambda: Spec((3,), F32), doc="test")
+        reg.register_kernel("ch6_ramp", "*")(lambda out: minitorch.tensor([0.0, 1.0, 2.0])._data)
+    g, x, y = _small_graph()
+    ramp = g.add_node("ch6_ramp", [], {}, Spec((3,), F32))
+    g.set_outputs([ramp])
+    n = constant_fold(g)
+    check(n == 0 and ramp.op == "ch6_ramp", "6.4", "a node without inputs is not foldable",
+          value=n)  # fmt: skip
     # the default limit is 1024 elements: (32, 32) folds, (5, 205) does not
     for shape, folds in (((32, 32), True), ((5, 205), False)):
         g, x, y = _small_graph()
