@@ -223,7 +223,7 @@ def test_fold_respects_limit_parameters_and_purity():
     import minitorch.core.registry as reg
 
     if "ch6_ramp" not in reg.OPS:
-        reg.register_op("ch6_ramp", reg.OpKind.OPAQUE, 0, lambda: Spec((3,), F32), doc="test")
+        reg.register_op("ch6_ramp", reg.OpKind.ELEMENTWISE, 0, lambda: Spec((3,), F32), doc="test")
         reg.register_kernel("ch6_ramp", "*")(lambda out: minitorch.tensor([0.0, 1.0, 2.0])._data)
     g, x, y = _small_graph()
     ramp = g.add_node("ch6_ramp", [], {}, Spec((3,), F32))
