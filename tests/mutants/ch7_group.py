@@ -80,7 +80,15 @@ def can_fuse_limit_off_by_one(producer, consumer, group):
 
 
 def _grow(
-    group, refusals, recomputed, latest=True, recompute=True, after=True, anchor=True, root=False
+    group,
+    refusals,
+    recomputed,
+    latest=True,
+    recompute=True,
+    after=True,
+    anchor=True,
+    root=False,
+    first_user=True,
 ):
     graph = group.root.graph
     pos = group.position
@@ -97,7 +105,7 @@ def _grow(
             return
         p = (max if latest else min)(cands, key=pos)
         tried.add(p)
-        consumer = min((u for u in p.users if u in group), key=pos)
+        consumer = (min if first_user else max)((u for u in p.users if u in group), key=pos)
         if root:
             consumer = group.root
         ok, why = can_fuse(p, consumer, group)
@@ -344,40 +352,7 @@ def can_fuse_limit_counts_views(producer, consumer, group):
 
 @mutant("7.2", "names the group's last user of the producer as the consumer, not the first")
 def grow_group_last_consumer(group, refusals, recomputed):
-    graph = group.root.graph
-    pos = group.position
-    tried = set()
-    while True:
-        cands = {
-            i
-            for m in group.members
-            if m is not group.anchor
-            for i in m.inputs
-            if i.op not in ("input", "const")
-            and i not in group
-            and i not in tried
-            and (group.anchor is None or i not in group.anchor.inputs)
-        }
-        if not cands:
-            return
-        p = max(cands, key=pos)
-        tried.add(p)
-        consumer = max((u for u in p.users if u in group), key=pos)
-        ok, why = can_fuse(p, consumer, group)
-        if ok:
-            group.add(p)
-        elif why == R.OUTSIDE and is_cheap(p):
-            copy = graph.add_node(p.op, p.inputs, p.attrs, p.spec, where=p.where)
-            graph.nodes.remove(copy)
-            graph.nodes.insert(graph.nodes.index(p) + 1, copy)
-            for u in [u for u in dict.fromkeys(p.users) if u in group]:
-                for k, i in enumerate(u.inputs):
-                    if i is p:
-                        set_input(u, k, copy)
-            group.add(copy)
-            recomputed.append((p, copy))
-        else:
-            refusals.append(Refusal(p, consumer, why))
+    _grow(group, refusals, recomputed, first_user=False)
 
 
 @mutant("7.5", "orders the subgraph by graph position only: the anchor is not first")

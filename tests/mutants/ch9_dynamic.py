@@ -15,12 +15,13 @@ from . import mutant
 # ---------------------------------------------------------------- 9.7 symbolic_guard_failures
 
 
-def _guard(guard, specs, equal=True, min_size=True, bind_invalid=False, dtype=True):
+def _guard(guard, specs, equal=True, min_size=True, bind_invalid=False, dtype=True, rank=True):
     reasons, bound = [], {}
     for g, s in zip(guard, specs):
         if s.ndim != len(g.dims):
             reasons.append(f"{g.name}.rank changed from {len(g.dims)} to {s.ndim}")
-            continue
+            if rank:
+                continue
         if dtype and s.dtype != g.dtype:
             reasons.append(f"{g.name}.dtype changed from {g.dtype.name} to {s.dtype.name}")
         if dtype and s.device != g.device:
@@ -220,24 +221,4 @@ def run_parallel_no_consts(plan, inputs, pool):
 
 @mutant("9.7", "after a rank change, still compares (and binds) the dims zip pairs up")
 def guard_rank_goes_on(guard, specs):
-    reasons, bound = [], {}
-    for g, s in zip(guard, specs):
-        if s.ndim != len(g.dims):
-            reasons.append(f"{g.name}.rank changed from {len(g.dims)} to {s.ndim}")
-        if s.dtype != g.dtype:
-            reasons.append(f"{g.name}.dtype changed from {g.dtype.name} to {s.dtype.name}")
-        if s.device != g.device:
-            reasons.append(f"{g.name}.device changed from {g.device} to {s.device}")
-        for d, (want, size) in enumerate(zip(g.dims, s.shape)):
-            where = f"{g.name}.shape[{d}]"
-            if not isinstance(want, str):
-                if size != want:
-                    reasons.append(f"{where} changed from {want} to {size}")
-            elif size < MIN_SIZE:
-                reasons.append(f"{where} is {size} but {want} needs a size >= {MIN_SIZE}")
-            elif want in bound and bound[want][1] != size:
-                first, n = bound[want]
-                reasons.append(f"{where} is {size} but {first} is {n}; both are {want}")
-            else:
-                bound.setdefault(want, (where, size))
-    return reasons
+    return _guard(guard, specs, rank=False)
