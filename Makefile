@@ -10,13 +10,14 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade check-solutions check-installed check-starter load-test hashes oracle gradescope student-release mutants test pytest lint format book release release-check lab clean help
+.PHONY: grade check-solutions check-installed check-starter load-test hashes oracle gradescope student-release mutants mutation test pytest lint format book release release-check lab clean help
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
 	@echo "make check-solutions  grade the reference solutions: must be full marks (CH=N)"
 	@echo "make check-installed  the references installed as a learner's answers, graded as learners are"
 	@echo "make mutants CH=N     grade the known-wrong implementations of chapter N: all must lose points"
+	@echo "make mutation CH=N    generated mutants of chapter N's references (EX=C.N, SAMPLE=n)"
 	@echo "make test             everything CI runs"
 	@echo "make load-test        every chapter's benchmarks on the reference beside two busy processes"
 	@echo "make book             build the Jupyter Book into book/_build/html"
@@ -78,6 +79,11 @@ gradescope: $(STAMP)
 mutants: $(STAMP)
 	@test -n "$(CH)" || { echo "usage: make mutants CH=N"; exit 2; }
 	@$(PY) -m tests.mutants $(CH)
+
+# mutmut's operators applied to the references, each mutant graded like a learner's code.
+mutation: $(STAMP)
+	@test -n "$(CH)" || { echo "usage: make mutation CH=N [EX=C.N] [SAMPLE=n]"; exit 2; }
+	@$(PY) -m tests.mutation $(CH) $(if $(EX),--exercise $(EX)) $(if $(SAMPLE),--sample $(SAMPLE))
 
 pytest: $(STAMP)
 	@$(PY) -m pytest tests

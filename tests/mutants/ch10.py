@@ -11,6 +11,7 @@ from minitorch.onnx.context import OnnxContext
 from minitorch.profiler.chrome import PID
 from minitorch.profiler.core import backend_name
 from minitorch.profiler.summary import Row, self_times
+from solutions.reference import ch10 as ref
 
 from . import mutant
 
@@ -330,3 +331,36 @@ def graph_to_onnx_vague_error(graph, dynamic, opset=18):
 @mutant("10.6", "outputs keep their internal names instead of output0, output1, ...")
 def graph_to_onnx_internal_output_names(graph, dynamic, opset=18):
     return _to_onnx(graph, dynamic, opset, outputs_by_node=True)
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+@mutant("10.3", "divides by the total self time even when it is 0")
+def summarize_divides_by_zero(events):
+    selfs = self_times(events)
+    rows = _rows(events, selfs)
+    total = sum(selfs)
+    for r in rows.values():
+        r.share = r.self / total
+    return list(rows.values())
+
+
+@mutant("10.5", "compares the ops but not their rank")
+def dynamic_dims_ignores_rank(graph_a, graph_b):
+    for a, b in zip(graph_a.nodes, graph_b.nodes):
+        if a.op != b.op:
+            raise OpError("onnx.export", f"node %{a.name} differs")
+    return (
+        _dims(graph_a, graph_b, check_structure=False)
+        if len(graph_a.nodes) == len(graph_b.nodes)
+        else _dims(graph_a, graph_b)
+    )
+
+
+@mutant("10.6", "looks every op up in OPS: a cond node raises KeyError")
+def graph_to_onnx_key_error(graph, dynamic, opset=18):
+    for node in graph.nodes:
+        if node.op not in ("input", "const"):
+            OPS[node.op]  # noqa: B018 - the KeyError is the mistake
+    return ref.graph_to_onnx(graph, dynamic, opset)

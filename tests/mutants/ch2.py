@@ -470,3 +470,40 @@ def adam_step_v(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):
 def adam_step_decoupled(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):
     new, m, v = ref.adam_step(param, grad, m, v, t, lr, beta1, beta2, eps, 0.0)
     return new - lr * weight_decay * param, m, v
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+def _backprop_checked(root, grad, none_check=True, shape_check=True):
+    grads = {id(root): grad}
+    for t in _toposort(root):
+        g = grads.get(id(t))
+        node = t._node
+        if g is None or node is None:
+            continue
+        if node.op.vjp is None:
+            raise RuntimeError(f"backward: the op {node.op.name!r} has no backward rule")
+        for x, gx in zip(node.inputs, node.op.vjp(g, t, *node.inputs, **node.attrs)):
+            if (none_check and gx is None) or not x.requires_grad:
+                continue
+            if shape_check and gx is not None and gx.shape != x.shape:
+                raise RuntimeError(f"backward: {node.op.name!r}: {gx.shape} for {x.shape}")
+            prev = grads.get(id(x))
+            grads[id(x)] = gx if prev is None or gx is None else prev + gx
+    return grads
+
+
+@mutant("2.8", "accepts a rule's gradient of the wrong shape")
+def backpropagate_no_shape_check(root, grad):
+    return _backprop_checked(root, grad, shape_check=False)
+
+
+@mutant("2.8", "no None check: an input whose rule gave None is recorded with None")
+def backpropagate_keeps_none(root, grad):
+    return _backprop_checked(root, grad, none_check=False)
+
+
+@mutant("2.8", "calls a missing rule: TypeError instead of a RuntimeError naming the op")
+def backpropagate_calls_missing_rule(root, grad):
+    return _backprop(root, grad)

@@ -692,3 +692,56 @@ def logsumexp_nan(out, x):
         for j in range(n):
             total += np.exp(x[r, j] - m)
         out[r] = m + np.log(total)
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+@mutant("3.1", "row walk: a's last-dim step is its stride even where a is broadcast there")
+def tensor_map_last_dim_broadcast(fn, out, out_shape, out_strides, a, a_shape, a_strides):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    inner = out_shape[nd - 1] if nd else 1
+    rows = size // inner if inner else 0
+    o_step = out_strides[nd - 1] if nd else 0
+    na = len(a_shape)
+    a_step = a_strides[na - 1] if na else 0
+    for r in prange(rows):
+        o_index = np.empty(nd, np.int64)
+        a_index = np.empty(na, np.int64)
+        to_index(r * inner, out_shape, o_index)
+        broadcast_index(o_index, out_shape, a_shape, a_index)
+        o = index_to_position(o_index, out_strides)
+        p = index_to_position(a_index, a_strides)
+        for j in range(inner):
+            out[o + j * o_step] = fn(a[min(p + j * a_step, a.size - 1)])
+
+
+@mutant("3.2", "row walk: b's last-dim step is its stride even where b is broadcast there")
+def tensor_zip_last_dim_broadcast(
+    fn, out, out_shape, out_strides, a, a_shape, a_strides, b, b_shape, b_strides
+):
+    nd = len(out_shape)
+    size = 1
+    for d in range(nd):
+        size *= out_shape[d]
+    inner = out_shape[nd - 1] if nd else 1
+    rows = size // inner if inner else 0
+    o_step = out_strides[nd - 1] if nd else 0
+    na, nb = len(a_shape), len(b_shape)
+    a_step = a_strides[na - 1] if na and a_shape[na - 1] != 1 else 0
+    b_step = b_strides[nb - 1] if nb else 0
+    for r in prange(rows):
+        o_index = np.empty(nd, np.int64)
+        a_index = np.empty(na, np.int64)
+        b_index = np.empty(nb, np.int64)
+        to_index(r * inner, out_shape, o_index)
+        broadcast_index(o_index, out_shape, a_shape, a_index)
+        broadcast_index(o_index, out_shape, b_shape, b_index)
+        o = index_to_position(o_index, out_strides)
+        p = index_to_position(a_index, a_strides)
+        q = index_to_position(b_index, b_strides)
+        for j in range(inner):
+            out[o + j * o_step] = fn(a[p + j * a_step], b[min(q + j * b_step, b.size - 1)])

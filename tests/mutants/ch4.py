@@ -284,7 +284,14 @@ def reduce_kernel_tree_adds(fn, start, threads):
 
 
 def _matmul(
-    tile, k_guard=True, second_barrier=True, offsets=True, shared=True, b_swap=False, out_guard=True
+    tile,
+    k_guard=True,
+    second_barrier=True,
+    offsets=True,
+    shared=True,
+    b_swap=False,
+    out_guard=True,
+    a_fill=True,
 ):
     def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
         a_tile = cuda.shared.array((tile, tile), numba.float64)
@@ -308,7 +315,7 @@ def _matmul(
             if row < n and (k0 + tx < k or not k_guard):
                 p = a_base + row * a_strides[1] + (k0 + tx) * a_strides[2]
                 a_tile[ty, tx] = a[min(p, a.size - 1)]
-            else:
+            elif a_fill:
                 a_tile[ty, tx] = 0.0
             if (k0 + ty < k or not k_guard) and col < m:
                 q = b_base + (k0 + ty) * b_strides[1] + col * b_strides[2]
@@ -358,3 +365,11 @@ def matmul_kernel_b_swapped(tile):
 @mutant("4.5", "no bounds check on the output: threads past the edge write into the next row")
 def matmul_kernel_unguarded_write(tile):
     return _matmul(tile, out_guard=False)
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+@mutant("4.5", "a's tile past the edge of k is not zero-filled: it keeps the last tile's values")
+def matmul_kernel_stale_edge(tile):
+    return _matmul(tile, a_fill=False)

@@ -355,3 +355,60 @@ def trace_cond_one_branch(tracer, pred, true_fn, false_fn, operands):
     spec = tg.outputs[0].spec
     node = tracer.graph.add_node("cond", nodes, {"true_graph": tg, "false_graph": tg}, spec)
     return tracer.proxy(node)
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+def _verify(graph, members=True, recurse=True, in_specs=True):
+    """The reference's verify_graph with one of its checks left out."""
+    from minitorch.core.registry import get_op
+
+    seen = set()
+    for n in graph.nodes:
+        for i in n.inputs:
+            if i not in seen:
+                raise OpError("verify", f"%{n.name} ({n.op}) uses %{i.name} before it is defined")
+        seen.add(n)
+    if members:
+        for n in graph.nodes:
+            if n.op == "input" and n not in graph.inputs:
+                raise OpError("verify", f"%{n.name} (input) is missing from graph.inputs")
+    for n in graph.outputs:
+        if n not in seen:
+            raise OpError("verify", f"output %{n.name} is not a node of the graph")
+    for n in graph.nodes:
+        if n.op in ("input", "const"):
+            continue
+        specs = [i.spec for i in n.inputs]
+        if n.op == "cond":
+            for key in ("true_graph", "false_graph"):
+                sub = n.attrs[key]
+                if recurse:
+                    _verify(sub, members, recurse, in_specs)
+                if in_specs and [i.spec for i in sub.inputs] != specs[1:]:
+                    raise OpError("verify", f"%{n.name} (cond): {key} takes other specs")
+                if [o.spec for o in sub.outputs] != [n.spec]:
+                    raise OpError("verify", f"%{n.name} (cond): {key} returns other specs")
+            continue
+        try:
+            expected = get_op(n.op).infer(*specs, **n.attrs)
+        except (OpError, KeyError, TypeError) as e:
+            raise OpError("verify", f"%{n.name} ({n.op}) fails shape inference: {e}") from None
+        if expected != n.spec:
+            raise OpError("verify", f"%{n.name} ({n.op}) recorded {n.spec}, expected {expected}")
+
+
+@mutant("5.5", "an input node missing from graph.inputs passes")
+def verify_graph_no_membership(graph):
+    _verify(graph, members=False)
+
+
+@mutant("5.5", "checks the cond branches' signatures but not the branches themselves")
+def verify_graph_no_recursion(graph):
+    _verify(graph, recurse=False)
+
+
+@mutant("5.5", "checks what a cond branch returns but not what it takes")
+def verify_graph_no_branch_inputs(graph):
+    _verify(graph, in_specs=False)

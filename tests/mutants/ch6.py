@@ -443,3 +443,55 @@ def run_plan_last(plan, inputs):
     for kernel, args, out, spec, attrs, _ in plan.steps:
         slots[out] = last = kernel(*[slots[a] for a in args], out=spec, **attrs)
     return [last for _ in plan.outputs]
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+@mutant("6.2", "keeps an impure node but not the nodes it reads")
+def dead_code_elimination_impure_inputs(graph):
+    live = set(graph.outputs)
+    for n in reversed(graph.nodes):
+        if n in live or n.op == "input":
+            live.add(n)
+            live.update(n.inputs)
+        elif not is_pure(n):
+            live.add(n)
+    before = len(graph.nodes)
+    graph.nodes = [n for n in graph.nodes if n in live]
+    for n in graph.nodes:
+        n.users = [u for u in n.users if u in live]
+    return before - len(graph.nodes)
+
+
+@mutant("6.4", "a result of exactly `limit` elements is not folded (>= for >)")
+def constant_fold_at_limit(graph, limit=1024):
+    return _fold(graph, limit - 1)
+
+
+@mutant("6.8", "times each pass from the start of its round")
+def run_to_fixed_point_round_clock(graph, passes, max_rounds, after_pass):
+    for rnd in range(max_rounds):
+        total, t0 = 0, time.perf_counter()
+        for name, fn in passes:
+            changes = fn(graph)
+            after_pass(name, rnd, changes, time.perf_counter() - t0)
+            total += changes
+        if total == 0:
+            return rnd + 1
+    return max_rounds
+
+
+@mutant("6.9", "merges repeated outputs into one slot")
+def lower_unique_outputs(graph, kernel_for):
+    slot = {n: k for k, n in enumerate(graph.nodes)}
+    plan = Plan(num_slots=len(graph.nodes))
+    for n in graph.nodes:
+        if n.op == "const":
+            plan.consts.append((slot[n], n.value))
+        elif n.op != "input":
+            args = tuple(slot[i] for i in n.inputs)
+            plan.steps.append(Step(kernel_for(n), args, slot[n], n.spec, n.attrs, n))
+    plan.inputs = [slot[n] for n in graph.inputs]
+    plan.outputs = [slot[n] for n in dict.fromkeys(graph.outputs)]
+    return plan

@@ -175,3 +175,28 @@ def structure_key_no_inputs(graph: Graph, layouts: list) -> str:
 @mutant("7.10", "leaves the layouts out")
 def structure_key_no_layouts(graph: Graph, layouts: list) -> str:
     return _key(graph, layouts, lay=False)
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+@mutant("7.7", "names each variable after the node's place in the graph, not the statement count")
+def body_lines_node_index(graph: Graph, names: dict) -> list:
+    lines = []
+    for k, node in enumerate(graph.nodes):
+        if node in names or node.op == "input":
+            continue
+        if node.op == "const":
+            names[node] = literal(node.value.numpy(), node.spec.dtype)
+            continue
+        lines.append(f"v{k} = {op_expr(node, [names[i] for i in node.inputs])}")
+        names[node] = f"v{k}"
+    return lines
+
+
+@mutant("7.7", "inlines every constant, even one passed in as an input (already in names)")
+def body_lines_inline_passed_consts(graph: Graph, names: dict) -> list:
+    for node in graph.nodes:
+        if node.op == "const":
+            names.pop(node, None)
+    return ref.body_lines(graph, names)

@@ -80,7 +80,15 @@ def can_fuse_limit_off_by_one(producer, consumer, group):
 
 
 def _grow(
-    group, refusals, recomputed, latest=True, recompute=True, after=True, anchor=True, root=False
+    group,
+    refusals,
+    recomputed,
+    latest=True,
+    recompute=True,
+    after=True,
+    anchor=True,
+    root=False,
+    first_user=True,
 ):
     graph = group.root.graph
     pos = group.position
@@ -97,7 +105,7 @@ def _grow(
             return
         p = (max if latest else min)(cands, key=pos)
         tried.add(p)
-        consumer = min((u for u in p.users if u in group), key=pos)
+        consumer = (min if first_user else max)((u for u in p.users if u in group), key=pos)
         if root:
             consumer = group.root
         ok, why = can_fuse(p, consumer, group)
@@ -232,6 +240,7 @@ def _build(
     leaf=True,
     dedup=True,
     kind=True,
+    first=True,
 ):
     root = group.root
     if cycle:
@@ -242,7 +251,9 @@ def _build(
     for m in group.members:
         if m is not root and (any(u not in group for u in m.users) or m in graph.outputs):
             raise OpError("fuse", f"%{m.name} ({m.op}): value needed outside the group")
-    members = sorted(group.members, key=lambda n: (n is not group.anchor, group.position(n)))
+    members = sorted(
+        group.members, key=lambda n: (first and n is not group.anchor, group.position(n))
+    )
     if dedup:
         ext = group.external_inputs()
     else:
@@ -306,3 +317,44 @@ def build_fused_node_one_kind(graph, group, name):
 @mutant("7.5", "the subgraph returns a tuple of one (no out_tree), not the value")
 def build_fused_node_tuple_output(graph, group, name):
     return _build(graph, group, name, leaf=False)
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+@mutant("7.1", "asks reduce_rule before anchor_rule: the reason names the wrong rule")
+def can_fuse_rules_swapped(producer, consumer, group):
+    if not fusable_op(producer):
+        return False, R.UNFUSABLE
+    for rule in (reduce_rule, anchor_rule):
+        why = rule(producer, consumer, group)
+        if why is not None:
+            return False, why
+    return _can_fuse(producer, consumer, group, op_check=False)
+
+
+@mutant("7.1", "checks the size limit after outside uses: a full group says 'needed outside'")
+def can_fuse_limit_last(producer, consumer, group):
+    ok, why = _can_fuse(producer, consumer, group)
+    if why == R.LIMIT and ([u for u in producer.users if u not in group]
+                           or producer in producer.graph.outputs):  # fmt: skip
+        return False, R.OUTSIDE
+    return ok, why
+
+
+@mutant("7.1", "the size limit counts views and other free ops as ops")
+def can_fuse_limit_counts_views(producer, consumer, group):
+    ok, why = _can_fuse(producer, consumer, group)
+    if ok and len(group.members) + 1 > R.MAX_OPS:
+        return False, R.LIMIT
+    return ok, why
+
+
+@mutant("7.2", "names the group's last user of the producer as the consumer, not the first")
+def grow_group_last_consumer(group, refusals, recomputed):
+    _grow(group, refusals, recomputed, first_user=False)
+
+
+@mutant("7.5", "orders the subgraph by graph position only: the anchor is not first")
+def build_fused_node_position_order(graph, group, name):
+    return _build(graph, group, name, first=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from minitorch.memory.planner import ALIGNMENT, Buffer, is_elementwise, is_view, step_nbytes
+from solutions.reference import ch8 as ref
 
 from . import mutant
 
@@ -400,3 +401,28 @@ def bind_views_aligned_length(arena, buffers):
         n = -(-b.nbytes // ALIGNMENT) * ALIGNMENT
         out[b.slot] = arena[b.offset : b.offset + n].view(np.dtype(b.dtype))
     return out
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+@mutant("8.7", "a negative offset passes, since -64 % 64 == 0")
+def check_negative_offsets(buffers, alignment=ALIGNMENT):
+    return _check(buffers, alignment)
+
+
+@mutant("8.7", "reports a pair in the order the buffers come, not (smaller slot, larger slot)")
+def check_pair_order(buffers, alignment=ALIGNMENT):
+    out = []
+    for p in ref.check_assignment(buffers, alignment):
+        if p[0] != p[1]:
+            a = next(b for b in buffers if b.slot in p)  # the one listed first
+            p = (a.slot, p[0] + p[1] - a.slot)
+        out.append(p)
+    return sorted(out)
+
+
+@mutant("8.7", "returns the misaligned buffers first, then the pairs, unsorted")
+def check_unsorted(buffers, alignment=ALIGNMENT):
+    got = ref.check_assignment(buffers, alignment)
+    return [p for p in got if p[0] == p[1]] + [p for p in got if p[0] != p[1]]

@@ -15,12 +15,13 @@ from . import mutant
 # ---------------------------------------------------------------- 9.7 symbolic_guard_failures
 
 
-def _guard(guard, specs, equal=True, min_size=True, bind_invalid=False, dtype=True):
+def _guard(guard, specs, equal=True, min_size=True, bind_invalid=False, dtype=True, rank=True):
     reasons, bound = [], {}
     for g, s in zip(guard, specs):
         if s.ndim != len(g.dims):
             reasons.append(f"{g.name}.rank changed from {len(g.dims)} to {s.ndim}")
-            continue
+            if rank:
+                continue
         if dtype and s.dtype != g.dtype:
             reasons.append(f"{g.name}.dtype changed from {g.dtype.name} to {s.dtype.name}")
         if dtype and s.device != g.device:
@@ -213,3 +214,11 @@ def run_parallel_no_consts(plan, inputs, pool):
                 if waiting[u] == 0:
                     running[submit(u)] = u
     return [slots[s] for s in plan.outputs]
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+@mutant("9.7", "after a rank change, still compares (and binds) the dims zip pairs up")
+def guard_rank_goes_on(guard, specs):
+    return _guard(guard, specs, rank=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from minitorch.core.errors import OpError
 from minitorch.core.registry import get_op
+from solutions.reference import ch9_train as ref
 
 from . import mutant
 
@@ -364,3 +365,51 @@ def autotune_choice_tie_last(cache, key, candidates, measure):
             best, best_t = name, t
     cache[key] = best
     return best
+
+
+# ---------------------------------------------------------------- issue 29: contract gaps
+
+
+def _add(old, g):
+    return g if old is None else old + g
+
+
+@mutant("9.2", "accepts a rule's gradient of the wrong shape")
+def backward_graph_no_shape_check(order, seed, value_of, needs_grad):
+    return _backward(order, seed, value_of, needs_grad, _add, check_shape=False)
+
+
+@mutant("9.2", "gives gradients to inputs that need none")
+def backward_graph_all_inputs(order, seed, value_of, needs_grad):
+    return _backward(order, seed, value_of, needs_grad | {i for n in order for i in n.inputs}, _add)
+
+
+@mutant("9.2", "no None check: an input whose rule gave None is recorded with None")
+def backward_graph_keeps_none(order, seed, value_of, needs_grad):
+    if not order:
+        return {}
+    grads = {order[0]: seed}
+    for n in order:
+        g = grads.get(n)
+        if g is None or n.op == "input":
+            continue
+        op = get_op(n.op)
+        if op.vjp is None:
+            raise RuntimeError(f"backward: the op {n.op!r} has no gradient rule (vjp)")
+        parts = op.vjp(g, value_of(n), *(value_of(i) for i in n.inputs), **n.attrs)
+        for i, gi in zip(n.inputs, parts):
+            if i not in needs_grad:
+                continue
+            if gi is not None and tuple(gi.shape) != tuple(i.spec.shape):
+                raise RuntimeError(f"backward: {n.op!r} gave shape {gi.shape}")
+            old = grads.get(i)
+            grads[i] = gi if old is None or gi is None else old + gi
+    return grads
+
+
+@mutant("9.5", "always writes the unpacking line: `    , = inputs` for a plan without inputs")
+def plan_source_no_inputs(plan):
+    src = ref.plan_source(plan)
+    if not plan.inputs:
+        src = src.replace("def run(inputs):\n", "def run(inputs):\n    , = inputs\n", 1)
+    return src

@@ -111,9 +111,9 @@ def test_dynamic_dims_refuses_shape_dependent_programs():
     with pytest.raises(OpError, match="onnx.export") as e:
         dynamic_dims(a, b)
     check(
-        isinstance(e.value, OpError),
+        isinstance(e.value, OpError) and bool(e.value.hint),
         "10.5",
-        'the program branches on the batch size: refuse with OpError("onnx.export", ...)',
+        'the program branches on the batch size: OpError("onnx.export", problem, hint)',
         value=text(e.value.op),
     )
 
@@ -127,9 +127,23 @@ def test_dynamic_dims_refuses_shape_dependent_programs():
     with pytest.raises(OpError, match="onnx.export") as e:
         dynamic_dims(a, b)
     check(
-        isinstance(e.value, OpError),
+        isinstance(e.value, OpError) and bool(e.value.hint),
         "10.5",
         'a loop runs once per row: refuse with OpError("onnx.export", ...)',
+        value=text(e.value.op),
+    )
+
+    def squeezed(x):  # the same ops, but a rank that depends on the batch size
+        return x.sum(axis=1, keepdims=x.shape[0] < 5)
+
+    a = minitorch.jit(squeezed).trace(minitorch.randn(4, 2))
+    b = minitorch.jit(squeezed).trace(minitorch.randn(5, 2))
+    with pytest.raises(OpError, match="onnx.export") as e:
+        dynamic_dims(a, b)
+    check(
+        isinstance(e.value, OpError) and bool(e.value.hint),
+        "10.5",
+        'a rank that depends on the batch size: refuse with OpError("onnx.export", ...)',
         value=text(e.value.op),
     )
 
@@ -141,7 +155,7 @@ def test_dynamic_dims_refuses_shape_dependent_programs():
     with pytest.raises(OpError, match="onnx.export") as e:
         dynamic_dims(a, b)
     check(
-        isinstance(e.value, OpError),
+        isinstance(e.value, OpError) and bool(e.value.hint),
         "10.5",
         'a constant was built from the batch size: refuse with OpError("onnx.export", ...)',
         value=text(e.value.op),
@@ -222,6 +236,12 @@ def test_constants_are_initializers_and_outputs_are_named():
         "the weight must be stored as an initializer",
         initializers=list(inits),
     )
+    graph = minitorch.jit(lambda x: (x @ w) * 2.0).trace(minitorch.randn(5, 3))
+    want = sorted(f"const_{c.name}" for c in graph.constants)
+    check(sorted(inits) == want, "10.6", "each constant is the initializer const_<node name>",
+          value=text(sorted(inits)), got=sorted(inits), expected=want)  # fmt: skip
+    check(proto.producer_name == "minitorch", "10.6", 'producer_name="minitorch"',
+          got=proto.producer_name)  # fmt: skip
     check([i.name for i in proto.graph.input] == ["input0"], "10.6", "inputs are input0, ...")
     check([o.name for o in proto.graph.output] == ["output0"], "10.6", "outputs are output0, ...")
     check(
@@ -256,6 +276,17 @@ def test_an_op_without_mapping_names_it_and_the_custom_op_route():
         value=text([info.value.op, name in str(info.value), "register_onnx" in str(info.value)]),
         err=info.value,
     )
+    # an op that is not in the registry at all (cond) is refused the same way, not a KeyError
+    graph = minitorch.jit(
+        lambda x: minitorch.cond(x.sum() > 0, lambda x: x, lambda x: -x, x)
+    ).trace(minitorch.randn(3))
+    try:
+        graph_to_onnx(graph, {})
+    except OpError as e:
+        check(e.op == "onnx.export" and "cond" in str(e), "10.6", "name the op (cond)",
+              value=text([e.op, "cond" in str(e)]), err=e)  # fmt: skip
+    else:
+        check(False, "10.6", 'a cond node must raise OpError("onnx.export", ...)')
 
 
 _softplus: list = []

@@ -267,6 +267,14 @@ def test_table_of_a_real_profile():
     text = prof.table(sort_by="self")
     for word in ("matmul", "calls", "self", "step"):
         check(word in text, "10.3", f"the table lacks {word!r}", table=text)
+    # a profile whose events took no time: every share is 0.0 (no division by zero)
+    rows = summarize(
+        [Event("A", "op", 0, 5, 5), Event("B", "op", 0, 5, 5), Event("A", "op", 0, 7, 7)]
+    )
+    got = [(r.name, r.calls, r.total, r.self, r.share) for r in rows]
+    want = [("A", 2, 0, 0, 0.0), ("B", 1, 0, 0, 0.0)]
+    check(got == want, "10.3", "zero total self time: shares are 0.0", got=got, expected=want)
+    check(summarize([]) == [], "10.3", "no events, no rows")
 
 
 @graded("10.4", points=2)

@@ -172,6 +172,47 @@ def test_backward_on_non_scalar_needs_a_gradient():
         y.backward()
     y.backward(minitorch.tensor([[1.0, 10.0]]))
     assert_close(x.grad.numpy(), [[2.0, 40.0]], "2.8", expression="(x*x).backward(grad)")
+    _rule_contracts()
+
+
+def _op(name, n, vjp):
+    """A test op (identity on its first input) with the given rule, registered once."""
+    import minitorch.core.registry as reg
+
+    if name not in reg.OPS:
+        reg.register_op(name, reg.OpKind.ELEMENTWISE, n, lambda a, *rest: a, doc="test")
+        reg.register_kernel(name, "*")(lambda a, *rest, out: a)
+        if vjp is not None:
+            reg.register_vjp(name)(vjp)
+    return name
+
+
+def _rule_contracts():
+    """What backpropagate does with each rule's answer: None, no grad needed, a wrong shape."""
+    x = minitorch.tensor([1.0, 2.0], requires_grad=True)
+    y = minitorch.tensor([3.0, 4.0], requires_grad=True)
+    # a rule may give None for an input: that input gets nothing from it
+    out = minitorch.dispatch(_op("ch2_halfgrad", 2, lambda g, out, a, b: (g, None)), x, y)
+    grads = backpropagate(out, minitorch.ones(2))
+    check(id(x) in grads and id(y) not in grads, "2.8", "skip an input whose gradient is None",
+          value=int(id(y) in grads))  # fmt: skip
+    # an input that needs no grad gets none, even when the rule gives one
+    c = minitorch.tensor([5.0, 6.0])
+    grads = backpropagate(x * c, minitorch.ones(2))
+    check(id(c) not in grads, "2.8", "skip an input that does not require grad",
+          value=int(id(c) in grads))  # fmt: skip
+    # a rule whose gradient has the wrong shape: RuntimeError naming the op and both shapes
+    bad = _op("ch2_badshape", 1, lambda g, out, a: (g.sum(),))
+    with pytest.raises(RuntimeError) as e:
+        backpropagate(minitorch.dispatch(bad, x), minitorch.ones(2))
+    msg = str(e.value)
+    check(bad in msg and "(2,)" in msg and "()" in msg, "2.8",
+          "name the op and both shapes", value=int(bad in msg), error=msg)  # fmt: skip
+    # an op without a rule: RuntimeError naming it
+    none = _op("ch2_norule", 1, None)
+    with pytest.raises(RuntimeError) as e:
+        backpropagate(minitorch.dispatch(none, x), minitorch.ones(2))
+    check(none in str(e.value), "2.8", "name the op without a rule", value=1, error=str(e.value))
 
 
 @graded("2.8", points=1)

@@ -42,6 +42,28 @@ def test_map_broadcasts_into_out(small, lead, seed):
     big = (lead,) + small
     got = run("neg", minitorch.tensor(x).expand(*big))
     assert_close(got, -np.broadcast_to(x, big), "3.1", x=x, out_shape=big)
+    # the kernel itself broadcasts a (documented: a_shape broadcasts to out_shape), the last
+    # dim included, where a's stride must not be followed
+    for small, big in (((3, 1), (3, 4)), ((1,), (5,)), ((4,), (2, 4)), ((), (2, 3))):
+        x = data(small, seed)
+        got = _map_into("neg", big, x)
+        assert_close(got, -np.broadcast_to(x, big), "3.1", x=x, out_shape=big, direct=True)
+
+
+def _map_into(op, out_shape, x):
+    """Exercise 3.1's compiled kernel called directly, ``x`` broadcast into a new ``out``."""
+    from minitorch.core.registry import get_op
+    from minitorch.fast import compile as jit
+    from minitorch.fast.indexing import as_index_array
+    from minitorch.fast.scalars import scalar_for
+
+    kernel = jit.elementwise("3.1", op, scalar_for(get_op(op)))
+    out = np.zeros(out_shape, np.float32)
+    x = np.ascontiguousarray(x)
+    strides = [s // x.itemsize for s in x.strides]
+    kernel(out.reshape(-1), as_index_array(out.shape), as_index_array([s // 4 for s in out.strides]),
+           x.reshape(-1), as_index_array(x.shape), as_index_array(strides))  # fmt: skip
+    return out
 
 
 @graded("3.1", points=1)

@@ -189,6 +189,13 @@ def test_matmul_shapes_around_the_tile():
         a, b = rng.standard_normal((n, k)), rng.standard_normal((k, m))
         got = (on_device(a) @ on_device(b)).numpy()
         assert_close(got, a @ b, "4.5", rtol=1e-6, atol=1e-9, n=n, k=k, m=m, tile=t)
+    # the part of the last tile past k is zeros, not what the previous tile left there:
+    # with an inf in the previous tile, a stale value times a zero would give NaN
+    a, b = np.ones((2, t + 1)), np.ones((t + 1, 3))
+    a[:, 1] = b[1, :] = np.inf
+    with np.errstate(invalid="ignore"):
+        got = (on_device(a) @ on_device(b)).numpy()
+    assert_close(got, a @ b, "4.5", n=2, k=t + 1, m=3, tile=t, edge="zero-filled")
     ints = rng.integers(-5, 5, (3, 2 * t + 1)), rng.integers(-5, 5, (2 * t + 1, 2))
     got = on_device(ints[0]) @ on_device(ints[1])
     check(got.dtype == np.int64, "4.5", f"int64 @ int64 should be int64, got {got.dtype}")

@@ -188,6 +188,29 @@ def test_verify_checks_cond_branches():
         "name the cond node whose branch does not fit",
         value=text([e.value.op, _label(e)]),
     )
+    # a branch that takes other specs than the operands, though it returns the right one
+    g = minitorch.jit(f).trace(minitorch.randn(2, 3))
+    g.ops[-1].attrs["false_graph"] = minitorch.tracing.trace_function(
+        lambda a: a.T, [Spec((3, 2), minitorch.float32)]
+    )
+    with pytest.raises(OpError, match=r"\(cond\)") as e:
+        verify_graph(g)
+    check(isinstance(e.value, OpError), "5.5", "a branch must take the operands' specs",
+          value=text([e.value.op, _label(e)]))  # fmt: skip
+    # a branch that is broken inside (its nodes out of order) though its signature fits
+    g = minitorch.jit(f).trace(minitorch.randn(2, 3))
+    g.ops[-1].attrs["true_graph"].nodes.reverse()
+    with pytest.raises(OpError, match="verify") as e:
+        verify_graph(g)
+    check(isinstance(e.value, OpError), "5.5", "each branch is verified too",
+          value=text(e.value.op))  # fmt: skip
+    # an input node that is not among graph.inputs
+    g = _graph()
+    g.inputs.pop()
+    with pytest.raises(OpError, match="verify") as e:
+        verify_graph(g)
+    check(isinstance(e.value, OpError), "5.5", "every input node is listed in graph.inputs",
+          value=text(e.value.op))  # fmt: skip
 
 
 @graded("5.6", points=2)

@@ -106,6 +106,15 @@ def test_dce_removes_dead_keeps_inputs_and_impure():
     check(users_consistent(g), "6.2", "users lists still mention removed nodes", x_users=x.users)
     again = dead_code_elimination(g)
     check(again == 0, "6.2", "a second run must find nothing", value=again)
+    # an impure node that is kept keeps what it reads, even a chain nothing else uses
+    g, x, y = _small_graph()
+    feed = node(g, "exp", node(g, "neg", x))
+    noisy = node(g, _noise_op(), feed)
+    g.set_outputs([node(g, "tanh", y)])
+    n = dead_code_elimination(g)
+    check(n == 0, "6.2", "an impure node's inputs are live", value=n, got=g.op_names())
+    check(g.op_names() == ["neg", "exp", noisy.op, "tanh"], "6.2", "wrong nodes kept",
+          got=g.op_names())  # fmt: skip
 
 
 @graded("6.2", points=2)
@@ -202,6 +211,34 @@ def test_fold_respects_limit_parameters_and_purity():
     check(not c.users or users_consistent(g), "6.4", "users lists disagree with inputs lists")
     again = constant_fold(g, limit=1024)
     check(again == 0, "6.4", "a second run must find nothing", value=again)
+    # the limit is inclusive: a result of exactly ``limit`` elements folds, one more does not
+    for limit, folds in ((1023, False), (1024, True), (1025, True)):
+        g, x, y = _small_graph()
+        at = node(g, "expand", const(g, 2.0), shape=(32, 32))  # 1024 elements
+        g.set_outputs([at])
+        n = constant_fold(g, limit=limit)
+        check((at.op == "const") == folds and n == int(folds), "6.4",
+              "fold a result of at most `limit` elements", value=(limit, n), limit=limit, got=n)  # fmt: skip
+    # a pure op with no inputs is not folded (foldable nodes have at least one input)
+    import minitorch.core.registry as reg
+
+    if "ch6_ramp" not in reg.OPS:
+        reg.register_op("ch6_ramp", reg.OpKind.ELEMENTWISE, 0, lambda: Spec((3,), F32), doc="test")
+        reg.register_kernel("ch6_ramp", "*")(lambda out: minitorch.tensor([0.0, 1.0, 2.0])._data)
+    g, x, y = _small_graph()
+    ramp = g.add_node("ch6_ramp", [], {}, Spec((3,), F32))
+    g.set_outputs([ramp])
+    n = constant_fold(g)
+    check(n == 0 and ramp.op == "ch6_ramp", "6.4", "a node without inputs is not foldable",
+          value=n)  # fmt: skip
+    # the default limit is 1024 elements: (32, 32) folds, (5, 205) does not
+    for shape, folds in (((32, 32), True), ((5, 205), False)):
+        g, x, y = _small_graph()
+        at = node(g, "expand", const(g, 2.0), shape=shape)
+        g.set_outputs([at])
+        n = constant_fold(g)
+        check((at.op == "const") == folds, "6.4", "the default limit is 1024 elements",
+              value=n, shape=shape)  # fmt: skip
 
 
 @graded("6.4", points=2)

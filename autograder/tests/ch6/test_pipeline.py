@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from hypothesis import given, settings
 
@@ -48,6 +50,14 @@ def test_fixed_point_counts_rounds_and_reports_each_pass():
         got=log,
     )
     check(all(isinstance(s, float) and s >= 0 for *_, s in log), "6.8", "seconds must be >= 0")
+    # seconds is each pass's own time: a slow pass is not charged to the quick one after it
+    slow = ("slow", lambda g: time.sleep(0.05) or 0)
+    quick = ("quick", lambda g: 0)
+    log.clear()
+    run_to_fixed_point(None, [slow, quick], 3, lambda *args: log.append(args))
+    check([n for n, *_ in log] == ["slow", "quick"] and log[1][3] < log[0][3] and log[0][3] >= 0.05,
+          "6.8", "seconds is the pass's own time, not the time since the round began",
+          got=log)  # fmt: skip
     calls.clear()
     forever = [_scripted("loop", [1] * 100, calls)]
     rounds = run_to_fixed_point(None, forever, 4, lambda *a: None)
@@ -110,6 +120,14 @@ def test_lower_numbers_slots_and_resolves_kernels_once():
         value=[out for _, out, _ in got],
         got=got,
     )
+    # several outputs: one output slot each, in order, duplicates and inputs included
+    g = minitorch.jit(lambda x: ((y := x.exp()), x, y)).trace(x)
+    plan = lower(g, kernel_for(None))
+    slot = {n: k for k, n in enumerate(g.nodes)}
+    want = [slot[o] for o in g.outputs]
+    check(len(g.outputs) == 3 and plan.outputs == want, "6.9",
+          "one output slot per graph output, in order, a repeated output repeated",
+          value=plan.outputs, got=plan.outputs, expected=want)  # fmt: skip
 
 
 @graded("6.9", points=2)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minitorch
-from autograder.harness import assert_close, check, graded
+from autograder.harness import assert_close, check, graded, text
 from minitorch.core.registry import Spec
 from minitorch.fusion import body_lines
 from minitorch.tracing.tracer import trace_function
@@ -33,6 +33,15 @@ def test_example_non_commutative_with_constant():
     got = f(np.float32(5), np.float32(2))
     check(got == 6, "7.7", "(5 - 2) * 2 is 6", value=got, lines=lines)
     check(names[g.outputs[0]] != "a0", "7.7", "name every op's result in names", names=str(names))
+    vars_ = [line.split(" = ")[0] for line in lines]
+    check(vars_ == ["v0", "v1"] and names[g.outputs[0]] == "v1", "7.7",
+          "v<k>: k counts the statements so far", value=text(vars_), lines=lines)  # fmt: skip
+    # a constant passed in as an input (already in names) keeps its name: no literal
+    (c,) = g.constants
+    names = {g.inputs[0]: "a0", g.inputs[1]: "a1", c: "a2"}
+    lines = body_lines(g, names)
+    check(names[c] == "a2" and "a2" in lines[-1] and "2.0" not in "".join(lines), "7.7",
+          "a constant in names is read from its variable, not inlined", value=text(lines), lines=lines)  # fmt: skip
 
 
 @graded("7.7", points=3)

@@ -147,6 +147,13 @@ def test_example_row_sum_with_epilogue():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     got, src = _run_reduce(x, (1,), "sum", np.array([100, 200], np.float32), rng=rng)
     assert_close(got, np.array([106, 224], np.float32), "7.9", source=src)
+    fors = [ln.strip() for ln in src.splitlines() if ln.strip().startswith("for ")]
+    check(
+        len(fors) == 2 and "prange(" in fors[0] and "prange(" not in fors[1],
+        "7.9",
+        "only the outer loop over the kept axes is loop.loop (prange)",
+        source=src,
+    )
 
 
 @graded("7.9", points=3)

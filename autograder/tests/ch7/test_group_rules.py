@@ -202,6 +202,38 @@ def test_can_fuse_size_limits():
         got=got,
         value=text(got),
     )
+    # views are free: MAX_OPS - 1 compute ops and as many views still take one more op
+    g2, (x,) = graph((3,))
+    v = first = node(g2, "neg", x)
+    for k in range(R.MAX_OPS - 1):
+        v = node(g2, "neg", node(g2, "reshape", v, shape=(1, 3) if k % 2 == 0 else (3,)))
+    g2.set_outputs([v])
+    group4 = _grown(v, *[n for n in reversed(g2.ops) if n is not v and n is not first])
+    got = can_fuse(first, first.users[0], group4)
+    check(got == (True, None), "7.1", "views do not count toward the op limit",
+          got=got, value=text(got))  # fmt: skip
+    # the checks come in the documented order: a full group refuses with LIMIT even when
+    # the producer is also needed outside (OUTSIDE is checked last)
+    g3, (x,) = graph((3,))
+    v = first = node(g3, "neg", x)
+    for _ in range(R.MAX_OPS):
+        v = node(g3, "neg", v)
+    g3.set_outputs([v, first])
+    group5 = _grown(v, *[n for n in reversed(g3.ops) if n is not v and n is not first])
+    got = can_fuse(first, first.users[0], group5)
+    check(got == (False, R.LIMIT), "7.1", "the size limit is checked before outside uses",
+          got=got, value=text(got))  # fmt: skip
+    # a matmul read before and after a reduction: both rules object; the anchor rule is asked first
+    g, (x, w) = graph((4, 6), (6, 5))
+    mm = node(g, "matmul", x, w)
+    e = node(g, "exp", mm)
+    s = node(g, "sum", e, axis=1, keepdims=True)
+    d = node(g, "sub", mm, s)
+    g.set_outputs([d])
+    group = _grown(d, s, e)
+    got = can_fuse(mm, e, group)
+    check(got == (False, R.ANCHOR), "7.1", "anchor_rule first, then reduce_rule",
+          got=got, value=text(got))  # fmt: skip
 
 
 # ---------------------------------------------------------------- 7.3

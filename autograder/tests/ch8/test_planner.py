@@ -122,6 +122,10 @@ def test_liveness_small_example():
         value=views.get(1),
         got=views,
     )
+    fields = [(b.slot, b.slots, str(b.dtype)) for b in got]
+    want = [(1, [1], "float32"), (3, [3], "float32"), (4, [4], "float32")]
+    check(fields == want, "8.1", "each buffer's slots start with its own slot; its dtype is the step's",
+          value=text(fields), got=fields, expected=want)  # fmt: skip
     plan.outputs = [2]  # returning the view keeps its base alive to the end
     got = liveness(plan)
     check(
@@ -516,6 +520,26 @@ def test_checker_example():
         "an empty buffer overlaps nothing",
         value=check_assignment(bs),
         got=check_assignment(bs),
+    )
+    # pairs are (smaller slot, larger slot) whatever order the buffers come in; the list is
+    # sorted; a negative or missing offset is reported like a misaligned one
+    bs = [
+        Buffer(7, 64, F32, 0, 3, [7], offset=0),
+        Buffer(4, 64, F32, 2, 3, [4], offset=0),
+        Buffer(2, 64, F32, 0, 1, [2], offset=-64),
+        Buffer(5, 64, F32, 0, 1, [5], offset=None),
+        Buffer(9, 64, F32, 1, 2, [9], offset=32),
+        Buffer(1, 64, F32, 0, 0, [1], offset=0),
+    ]
+    got = check_assignment(bs)
+    want = [(1, 7), (2, 2), (4, 7), (5, 5), (9, 9)]
+    check(
+        got == want,
+        "8.7",
+        "sorted (smaller, larger) pairs; negative and None offsets are reported as (s, s)",
+        value=got,
+        got=got,
+        expected=want,
     )
 
 

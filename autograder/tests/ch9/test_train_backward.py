@@ -147,6 +147,29 @@ def test_value_used_twice_accumulates_and_order_0_gets_the_seed():
     check(order[0] in grads, "9.2", "the first node's gradient is the seed")
     for n, g in grads.items():
         check(tuple(g.shape) == n.spec.shape, "9.2", "a gradient of the wrong shape", node=n)
+    # an input that needs no grad gets none, even when its neighbour does
+    tracer, stt, xs, out = trace_with_grads(lambda a, b: (a * b).sum(), [(2,), (2,)], [True, False])
+    order = backward_order(out.node, stt.grad_nodes)
+    with minitorch.no_grad(), tracer:
+        grads = backward_graph(order, minitorch.ones(()), tracer.proxy, stt.grad_nodes)
+    check(xs[0].node in grads and xs[1].node not in grads, "9.2",
+          "skip inputs not in needs_grad", value=text([xs[1].node in grads]))  # fmt: skip
+    # a rule may return None for an input: that input gets no gradient from it
+    import minitorch.core.registry as reg
+
+    half = "ch9_halfgrad"
+    if half not in reg.OPS:
+        reg.register_op(half, reg.OpKind.ELEMENTWISE, 2, lambda a, b: a, doc="test")
+        reg.register_kernel(half, "*")(lambda a, b, out: a)
+        reg.register_vjp(half)(lambda g, out, a, b: (g, None))
+    tracer, stt, xs, out = trace_with_grads(
+        lambda a, b: minitorch.dispatch(half, a, b).sum(), [(2,), (2,)], [True, True]
+    )
+    order = backward_order(out.node, stt.grad_nodes)
+    with minitorch.no_grad(), tracer:
+        grads = backward_graph(order, minitorch.ones(()), tracer.proxy, stt.grad_nodes)
+    check(xs[0].node in grads and xs[1].node not in grads and all(g is not None for g in grads.values()), "9.2",
+          "a None gradient is skipped", value=text([xs[1].node in grads]))  # fmt: skip
 
 
 @graded("9.2", points=1)
@@ -169,3 +192,22 @@ def test_no_rule_and_bad_shapes_raise():
         check(name in str(e), "9.2", "name the op without a rule", value=text(named), error=str(e))
     else:
         check(False, "9.2", "an op without a VJP must raise RuntimeError")
+    # a rule that returns a gradient of the wrong shape is refused, naming the op
+    bad = "ch9_badshape"
+    if bad not in reg.OPS:
+        reg.register_op(bad, reg.OpKind.ELEMENTWISE, 1, lambda a: a, doc="test")
+        reg.register_kernel(bad, "*")(lambda a, out: a)
+        reg.register_vjp(bad)(lambda g, out, a: (g.sum(),))
+    tracer, stt, xs, out = trace_with_grads(
+        lambda a: minitorch.dispatch(bad, a).sum(), [(2,)], [True]
+    )
+    order = backward_order(out.node, stt.grad_nodes)
+    try:
+        with minitorch.no_grad(), tracer:
+            backward_graph(order, minitorch.ones(()), tracer.proxy, stt.grad_nodes)
+    except RuntimeError as e:
+        named = bad if bad in str(e) else None
+        check(bad in str(e), "9.2", "name the op whose rule gave a wrong shape",
+              value=text(named), error=str(e))  # fmt: skip
+    else:
+        check(False, "9.2", "a gradient whose shape is not its input's must raise RuntimeError")

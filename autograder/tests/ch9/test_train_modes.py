@@ -68,6 +68,34 @@ def test_one_input_and_attrs():
     )
     steps = [ln for ln in src.splitlines() if "= k" in ln]
     check(len(steps) == len(plan.steps), "9.5", "one line per step", src=src)
+    # the documented source, line for line: a trailing comma only for one input, `**a<i>`
+    # only for a step with attrs
+    x = minitorch.tensor([1.0, 2.0])
+    got = plan_source(_plan(lambda x: x * 2.0, x))
+    want = "def run(inputs):\n    s0, = inputs\n    s1 = c1._data\n    s2 = k0(s0, s1, out=o0)\n"
+    want += "    return [s2]\n"
+    check(got == want, "9.5", "the docstring's example, exactly", got=got, expected=want)
+    got = plan_source(_plan(lambda a, b: (a + b).sum(axis=0), x, x))
+    want = "def run(inputs):\n    s0, s1 = inputs\n    s2 = k0(s0, s1, out=o0)\n"
+    want += "    s3 = k1(s2, out=o1, **a1)\n    return [s3]\n"
+    check(got == want, "9.5", "two inputs, a step with attrs", got=got, expected=want)
+    # no inputs at all (a function of parameters only): nothing to unpack
+    w = minitorch.tensor([1.0, -1.0])
+    graph = minitorch.jit(lambda a: ((a * 2.0).exp(), a)).trace(w)
+    held = graph.inputs.pop()  # the argument becomes a constant the plan holds
+    held.op, held.value = "const", w
+    plan = lower(graph, kernel_for(None))
+    check(plan.inputs == [] and plan.steps, "9.5", "(test setup) a plan without inputs")
+    src = plan_source(plan)
+    try:
+        got = build_function(plan)([])
+    except SyntaxError as e:
+        check(False, "9.5", "a plan without inputs unpacks nothing", src=src, error=str(e))
+    want = run_plan(plan, [])
+    ok = len(got) == 2 and all(
+        np.array_equal(a.to_numpy(), b.to_numpy()) for a, b in zip(got, want)
+    )
+    check(ok, "9.5", "a plan without inputs", value=len(got), src=src)
 
 
 @graded("9.5", points=2)
