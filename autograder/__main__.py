@@ -44,7 +44,9 @@ def parse_args(argv=None):
                    help="use your code for every chapter (default: isolated, reference elsewhere)")  # fmt: skip
     p.add_argument("--official", action="store_true",
                    help="official grading: learner code as an unprivileged user in a world of its own")  # fmt: skip
-    p.add_argument("--expect", choices=["full", "zero"], help="exit 1 unless the score is full / zero")
+    p.add_argument(
+        "--expect", choices=["full", "zero"], help="exit 1 unless the score is full / zero"
+    )
     p.add_argument("--no-notebooks", action="store_true", help="skip the lab notebooks")
     p.add_argument("--record-oracle", action="store_true",
                    help="grade the references and record their comparisons in autograder/oracle")  # fmt: skip
@@ -134,7 +136,9 @@ def grade(args, console: Console, out: Path, results: list, grading: Grading) ->
         chapters = [int(args.exercise.split(".")[0])]
     unknown = [c for c in chapters if c not in manifest.chapters()]
     if unknown:
-        console.print(f"[red]No graded tests for chapter(s) {unknown}; have {manifest.chapters()}[/]")
+        console.print(
+            f"[red]No graded tests for chapter(s) {unknown}; have {manifest.chapters()}[/]"
+        )
         return 2
     plan = []  # (chapter, tests, lab items)
     for ch in chapters:
@@ -155,6 +159,14 @@ def grade(args, console: Console, out: Path, results: list, grading: Grading) ->
         console.print(f"[yellow]Grading without the references' recorded comparisons: {why}[/]")
     grading.oracle = expected or {}
     grading.recording = {} if args.record_oracle else None
+    have = {
+        int(p.name[2:].split("_")[0].split(".")[0])
+        for p in (config.ROOT / "solutions" / "reference").glob("ch*.py")
+    }
+    missing = [ch for ch in chapters if ch not in have]
+    if mode == "isolated" and missing:
+        console.print(f"[yellow]The references of chapter(s) {missing} are not in this repository: "
+                      "in isolated grading their exercises run your own code.[/]")  # fmt: skip
     broken = grading.problems
     if broken:
         console.print("[red bold]Problems with your files[/] (what they define scores 0; "
@@ -177,7 +189,9 @@ def grade(args, console: Console, out: Path, results: list, grading: Grading) ->
             progress.update(task, description=f"chapter {ch}")
             if tests and not package_ok:
                 why_not = broken.get("minitorch/", "no minitorch/ in the submission")
-                results += [Result(t, "not run", message=f"not run: minitorch/ {why_not}") for t in tests]
+                results += [
+                    Result(t, "not run", message=f"not run: minitorch/ {why_not}") for t in tests
+                ]
             elif tests:  # the oracle is recorded one child per exercise, as learners are graded
                 results += run_items(tests, grading, progress=on_event,
                                      per_exercise=True if args.record_oracle else None).values()  # fmt: skip
@@ -201,7 +215,8 @@ def grade(args, console: Console, out: Path, results: list, grading: Grading) ->
         "your code" + (" (integrated)" if args.integrated else ""))  # fmt: skip
     seconds = time.monotonic() - start
     write_results_json(results, out, seconds, {"mode": mode, "official": args.official,
-                                               "chapters": chapters, "problems": broken})  # fmt: skip
+                                               "chapters": chapters, "problems": broken,
+                                               "references_missing": missing})  # fmt: skip
     print_report(results, manifest.exercises(), console, f"Total for {who}",
                  official=args.official)  # fmt: skip
     console.print(f"[dim]results.json written to {out} ({seconds:.0f} s)[/]")
@@ -221,7 +236,9 @@ def record_oracle(console: Console, plan, results, grading: Grading) -> int:
     runs are not judged)."""
     got, possible = totals(results)
     if got < possible - 1e-9:
-        console.print(f"[red bold]The references earn {got:g} / {possible:g}: the oracle is not written[/]")
+        console.print(
+            f"[red bold]The references earn {got:g} / {possible:g}: the oracle is not written[/]"
+        )
         return 1
     record = grading.recording
     tests = {r.item.nodeid for r in results if r.item.kind == "test"}

@@ -6,6 +6,7 @@ site-packages on ``sys.path`` and calls :func:`main`, which runs one job:
 
 * ``tests``: pytest on some graded tests, reporting through the plugin;
 * ``lab``: a prepared lab notebook, cell by cell (``labrun``);
+* ``program``: a benchmark's program that must run in a fresh process;
 * ``server`` (local grading only): import the libraries, the learner's package
   and the graded tests once, then fork one worker per job the parent sends
   over a socket (with the worker's pipes), so that a hundred exercises do not
@@ -47,10 +48,10 @@ def _set_mode(job: dict) -> None:
 
 def run(job: dict) -> int:
     """One job in this process; returns its exit code."""
-    from . import harness, plugin, wire
+    from . import plugin, timing, wire
 
     wire.attach(job["out"], job.get("ctl"))
-    harness.ROLE[0] = job.get("role", "learner")
+    timing.ROLE[0] = job.get("role", "learner")
     try:  # first, alone, so that the parent can tell a hang here from one in a test module
         import minitorch  # noqa: F401
 
@@ -63,9 +64,24 @@ def run(job: dict) -> int:
 
         labrun.run(job["notebook"])
         return 0
+    if job["kind"] == "program":  # a benchmark's fresh process: its own Numba cache folder
+        if job.get("cache"):
+            import numba.core.config
+
+            os.environ["NUMBA_CACHE_DIR"] = numba.core.config.CACHE_DIR = f"{job['cache']}/numba"
+            os.environ["MINITORCH_KERNEL_CACHE"] = f"{job['cache']}/kernels"
+        exec(compile(job["program"], "<benchmark program>", "exec"), {"__name__": "__main__"})
+        return 0
     import pytest
 
-    args = [*PYTEST_ARGS, "-c", f"{job['tree']}/pytest.ini", "--rootdir", job["tree"], *job["nodeids"]]
+    args = [
+        *PYTEST_ARGS,
+        "-c",
+        f"{job['tree']}/pytest.ini",
+        "--rootdir",
+        job["tree"],
+        *job["nodeids"],
+    ]
     return pytest.main(args, plugins=[plugin])
 
 
@@ -101,7 +117,10 @@ def serve(job: dict) -> None:
             if pid == 0:
                 return
             try:
-                sock.sendall(json.dumps({"exit": pid, "status": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+                sock.sendall(
+                    json.dumps({"exit": pid, "status": os.waitstatus_to_exitcode(status)}).encode()
+                    + b"\n"
+                )
             except OSError:
                 pass
 

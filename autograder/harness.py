@@ -28,19 +28,14 @@ exercise in focus, and scores from its own list.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
-import sys
-import time
-from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from . import config, wire
+from . import wire
+from .timing import Timings, compare, fresh, one_thread, perturb  # noqa: F401 - the tests' API
 
 _HONEST_TRUTH = (bool, np.bool_, int, float, str, tuple, list, dict, set, type(None))
 
@@ -109,146 +104,6 @@ def benchmark(
         formula=formula,
         baseline=tuple(baseline),
     )
-
-
-@dataclass
-class Timings:
-    """Seconds per call of each side of a ``compare``, one sample per round (as the parent
-    measured them, when there is one)."""
-
-    samples: dict[str, list[float]] = field(default_factory=dict)
-
-    @property
-    def best(self) -> dict[str, float]:
-        return {k: min(v) for k, v in self.samples.items() if v}
-
-    def ratio(self, num: str, den: str) -> float:
-        """``num``'s fastest sample over ``den``'s: load only adds time, so minima cancel it."""
-        return min(self.samples[num]) / min(self.samples[den])
-
-    def figures_ms(self, suffix: str = "_ms") -> dict[str, float]:
-        return {f"{k}{suffix}": v * 1e3 for k, v in self.best.items()}
-
-
-def _materialise(result):
-    """A side's result as plain data: a lazy result computes here, inside the timing."""
-    numpy = getattr(result, "numpy", None)
-    return numpy() if callable(numpy) else result
-
-
-def compare(
-    fns: dict[str, Callable[[], object]],
-    rounds: int = 7,
-    warmup: int = 2,
-    verify: Callable[[str, object], None] | None = None,
-    tol: tuple[float, float] = (1e-5, 1e-6),
-    output: Callable[[object], object] = _materialise,
-) -> Timings:
-    """Time several functions in interleaved rounds (A B, B A, A B, ...).
-
-    Under the grader the parent drives this (``autograder/grader/bench.py``):
-    it warms every side up, chooses how many calls make a sample of at least
-    :data:`config.MIN_SAMPLE`, then takes one sample of each side per round,
-    in alternating order, reading the process's CPU clock from outside. After
-    each sample of a learner side the last call's result goes through
-    ``output`` (timed on its own: it must read as fast as the course's) and is
-    compared with what the course's own code returns (``tol``);
-    ``verify(name, result)`` may check more (learner sides only).
-
-    Without a parent (plain pytest) it times itself the same way with
-    ``time.process_time``.
-    """
-    if wire.attached():
-        return _driven(fns, verify, output, tol)
-    return _here(fns, rounds, warmup, verify)
-
-
-ROLE = ["learner"]  # "baseline" in the process that runs the course's own code
-
-
-def _driven(fns, verify, output, tol) -> Timings:
-    wire.emit(event="sides", sides=list(fns), tol=[float(tol[0]), float(tol[1])])
-    last: dict[str, object] = {}
-    while True:
-        cmd = wire.command()
-        do, side = cmd.get("do"), cmd.get("side")
-        if do == "done":
-            return Timings({k: [float(x) for x in v] for k, v in cmd.get("samples", {}).items()})
-        fn = fns.get(side)
-        if fn is None:
-            wire.emit(event="sampled", side=side, error=f"no side {side!r}")
-            continue
-        if do == "collect":  # before a sample, outside its timing
-            gc.collect()
-            gc.disable()
-        elif do in ("sample", "expect"):
-            try:
-                for _ in range(int(cmd.get("n", 1)) - 1):
-                    fn()
-                last[side] = fn()
-            finally:
-                gc.enable()
-        elif do == "output":  # timed on its own: a result that computes when read shows here
-            wire.send_output(side, output(last.get(side)))
-            continue
-        elif do == "verify" and verify is not None and ROLE[0] == "learner":
-            verify(side, last.get(side))
-        wire.emit(event="sampled", side=side)
-
-
-def _here(fns, rounds, warmup, verify) -> Timings:
-    clock = time.perf_counter if sys.platform == "win32" else time.process_time
-    loops = {}
-    for name, fn in fns.items():
-        for _ in range(warmup):
-            fn()
-        n = 1
-        while True:
-            t0 = clock()
-            for _ in range(n):
-                fn()
-            if clock() - t0 >= config.MIN_SAMPLE or n >= 1 << 20:
-                break
-            n *= 2
-        loops[name] = n
-    timings = Timings({name: [] for name in fns})
-    names = list(fns)
-    for r in range(rounds):
-        for name in names if r % 2 == 0 else names[::-1]:
-            fn, n = fns[name], loops[name]
-            gc.collect()
-            gc.disable()
-            try:
-                t0 = clock()
-                for _ in range(n):
-                    result = fn()
-                timings.samples[name].append((clock() - t0) / n)
-            finally:
-                gc.enable()
-            if verify is not None:
-                verify(name, result)
-    return timings
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Numba's parallel loops and numpy's BLAS each on one thread, restored afterwards.
-
-    A parallel kernel timed against a single-threaded baseline measures the
-    machine's idle cores, not the code: with other processes busy, one of its
-    threads waits for a core and the ratio collapses. At one thread each, load
-    slows both sides alike.
-    """
-    import numba
-    from threadpoolctl import threadpool_limits
-
-    threads = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        with threadpool_limits(limits=1):
-            yield
-    finally:
-        numba.set_num_threads(threads)
 
 
 _NO_VALUE = object()

@@ -82,7 +82,10 @@ def plain(x) -> tuple[np.ndarray | None, str]:
         try:
             arr = _asarray(x) if _plain_items(x) else _asarray(_asarray(x))
         except Exception as e:  # noqa: BLE001 - learner objects may raise anything
-            return None, f"a {type(x).__name__} that is not an array of numbers ({type(e).__name__})"
+            return (
+                None,
+                f"a {type(x).__name__} that is not an array of numbers ({type(e).__name__})",
+            )
     if type(arr) is not _ndarray or arr.dtype.kind not in "biuf":
         return None, f"a {type(x).__name__} holding {arr.dtype}"
     return _ascontiguous(arr), ""

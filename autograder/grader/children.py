@@ -155,13 +155,19 @@ class Server:
             self.buffer += chunk
 
     def exited(self, pid: int) -> int | None:
+        """Its exit code (the server reports it), None while it runs."""
         if pid not in self.exits:
             self._reply(0, "never")
-        if pid in self.exits:
-            return self.exits[pid]
-        if self.popen.poll() is not None or not Path(f"/proc/{pid}").exists():
-            return self.exits.get(pid, -signal.SIGKILL)  # reaped without a word: gone
-        return None
+        if pid not in self.exits and (
+            self.popen.poll() is not None or not Path(f"/proc/{pid}").exists()
+        ):
+            deadline = time.monotonic() + 2  # reaped: the server's word is on its way
+            while (
+                pid not in self.exits and time.monotonic() < deadline and self.popen.poll() is None
+            ):
+                self._reply(0.1, "never")
+            return self.exits.get(pid, -signal.SIGKILL)
+        return self.exits.get(pid)
 
     def fork(self, request: dict, fds: list[int]) -> int | None:
         try:
@@ -218,9 +224,10 @@ class Launcher:
 
     def start(self, job: dict, tree: Path, mode: str, focus: str | None = None,
               preload: list[str] = (), commands: bool = False, baseline: bool = False,
-              ) -> Child | str:  # fmt: skip
+              scratch: Path | None = None) -> Child | str:  # fmt: skip
         """A child running ``job`` on ``tree``; a reason instead when none could start.
-        ``baseline``: the course's own code (benchmark baselines), not the learner's."""
+        ``baseline``: the course's own code (benchmark baselines), not the learner's;
+        ``scratch``: a folder its ``/tmp`` shares with other children (:meth:`scratch_dir`)."""
         self.count += 1
         log = self.work / f"child-{self.count}.log"
         out_r, out_w = os.pipe()
@@ -229,7 +236,11 @@ class Launcher:
         try:
             if self.official:
                 ids = None if baseline else self.ids
-                return self._official(job, tree, mode, focus, log, out_r, out_w, ctl_r, ctl_w, ids)
+                return self._official(
+                    job, tree, mode, focus, log, (out_r, out_w, ctl_r, ctl_w), ids, scratch
+                )
+            if scratch is not None:
+                job = {**job, "cache": str(scratch)}
             server = self.server(tree, mode, list(preload))
             if server.problem:
                 return f"{server.problem}\n{Child(0, 0, None, server.log).tail()}"
@@ -242,8 +253,9 @@ class Launcher:
             for fd in theirs:
                 os.close(fd)
 
-    def _official(self, job, tree, mode, focus, log, out_r, out_w, ctl_r, ctl_w, ids) -> Child:
-        world = sandbox.new_world(self.work, tree)
+    def _official(self, job, tree, mode, focus, log, pipes, ids, scratch) -> Child:
+        out_r, out_w, ctl_r, ctl_w = pipes
+        world = sandbox.new_world(self.work, tree, scratch)
         job = {**job, "tree": "/grading", "sites": sandbox.site_dirs(),
                "pths": sandbox.installed_pth_files(), "out": out_w, "ctl": ctl_r}  # fmt: skip
         with open(log, "ab") as f:
@@ -253,6 +265,14 @@ class Launcher:
                 stderr=subprocess.STDOUT, pass_fds=[fd for fd in (out_w, ctl_r) if fd is not None],
                 preexec_fn=sandbox.official_preexec(world, ids), cwd="/")  # fmt: skip
         return Child(popen.pid, out_r, ctl_w, log, popen=popen)
+
+    def scratch_dir(self, baseline: bool) -> Path:
+        """A folder for children to share (a benchmark's fresh processes): the learner's
+        children's belongs to the grading user, nobody else's children see it."""
+        path = Path(tempfile.mkdtemp(prefix="shared-", dir=self.work))
+        if self.official and not baseline:
+            os.chown(path, *self.ids)
+        return path
 
     def finish(self, child: Child | None, others: tuple[Child, ...] = ()) -> None:
         """Kill ``child`` and everything it left but ``others`` (still running); close its

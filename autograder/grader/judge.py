@@ -20,7 +20,6 @@ _DTYPE = re.compile(r"^[<>|=]?[biuf][1248]$")
 TOL_CAP = config.TOL_CAP
 
 
-
 def decode(d) -> np.ndarray:
     if not (isinstance(d, dict) and set(d) == {"dtype", "shape", "data"}):
         raise ValueError("an array record of the wrong form")

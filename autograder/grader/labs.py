@@ -114,30 +114,35 @@ def prepare(source: dict, learner: dict) -> list[dict]:
             seen.add(gid)
         elif not gid:  # the learner's own scratch cell
             cells.append({"source": _text(cell), "grade_id": None})
-    cells += [_cell(c, gid) for gid, c in course.items() if gid not in seen and not _meta(c).get("solution")]
+    cells += [
+        _cell(c, gid)
+        for gid, c in course.items()
+        if gid not in seen and not _meta(c).get("solution")
+    ]
     return cells
 
 
-def task_cells(source: dict, learner: dict, grade_id: str) -> list[dict]:
-    """One task alone: the source's locked setup cells, the learner's answer cells up to the
-    task, and the task's test cell. Walk-through cells and other tasks' tests are left out,
-    so their crash or hang cannot cost this task."""
+def task_cells(source: dict, learner: dict, grade_id: str, skip=frozenset()) -> list[dict]:
+    """One task alone: the source's cells before the task's test cell (its locked and
+    walk-through cells, the learner's answers), then that test cell. Other tasks' tests and
+    the cells in ``skip`` (the one that crashed or hung the whole notebook) are left out,
+    so they cannot cost this task."""
     answers = {_meta(c).get("grade_id"): c for c in learner.get("cells", [])
                if isinstance(c, dict) and c.get("cell_type") == "code" and _meta(c).get("solution")}  # fmt: skip
     cells = []
     for cell in source["cells"]:
-        m = _meta(cell)
-        if cell.get("cell_type") != "code" or not m:
+        gid = _meta(cell).get("grade_id")
+        if cell.get("cell_type") != "code" or not gid or (gid in skip and gid != grade_id):
             continue
-        if m.get("solution"):
-            if m.get("grade_id") in answers:
-                cells.append({"source": _text(answers[m["grade_id"]]), "grade_id": m["grade_id"]})
-        elif m.get("grade"):
-            if m.get("grade_id") == grade_id:
+        if _meta(cell).get("solution"):
+            if gid in answers:
+                cells.append({"source": _text(answers[gid]), "grade_id": gid})
+        elif is_test(cell):
+            if gid == grade_id:
                 cells.append(_cell(cell, grade_id))
                 break
-        elif m.get("locked"):
-            cells.append(_cell(cell, m.get("grade_id")))
+        else:
+            cells.append(_cell(cell, gid))
     return cells
 
 
@@ -171,8 +176,8 @@ def _run(cells: list[dict], grading, chapter: int, timeout: float) -> tuple[dict
                     ran[ev["index"]] = ev
                 continue
             if reader.eof and child.exit_code() is not None:
-                code = child.exit_code()
-                why = "" if code == 0 and len(ran) == len(cells) else exit_reason(code)
+                if len(ran) < len(cells):
+                    why = exit_reason(child.exit_code())
                 break
             now = time.monotonic()
             if now - cell_start > config.CELL_TIMEOUT or now - start > timeout:
@@ -220,6 +225,8 @@ def grade_lab(items: list[Item], source: Path, submission: Path, grading,
     chapter = items[0].chapter
     cells = prepare(src, learner)
     ran, why = _run(cells, grading, chapter, config.LAB_TIMEOUT)
+    stopped = next((i for i in range(len(cells)) if i not in ran), None)  # crashed or hung there
+    skip = {cells[stopped]["grade_id"]} if stopped is not None else set()
     outcomes = {}
     for item in items:
         gid = item.nodeid.split("::")[-1]
@@ -227,9 +234,10 @@ def grade_lab(items: list[Item], source: Path, submission: Path, grading,
         if not why:
             outcomes[gid] = _outcome(ran.get(index))
             continue
-        alone = task_cells(src, learner, gid)  # the notebook crashed or hung: this task alone
+        alone = task_cells(src, learner, gid, skip)  # the notebook crashed or hung: this task alone
         ran_alone, why_alone = _run(alone, grading, chapter, config.LAB_TASK_TIMEOUT)
-        ok, error, records = _outcome(ran_alone.get(len(alone) - 1))
+        last = len(alone) - 1 if alone and alone[-1]["grade_id"] == gid else None
+        ok, error, records = _outcome(ran_alone.get(last))
         if why_alone and not ok:
             error = f"this task alone: {why_alone}" + (f" ({error})" if error else "")
         outcomes[gid] = ok, error, records

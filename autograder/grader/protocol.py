@@ -76,7 +76,7 @@ def parse(line: bytes, asked: set[str]) -> dict:
         if set(ev) != {"event"}:
             raise Forged("a ready record with extra fields")
         return ev
-    if kind in ("sides", "sampled", "output", "cell", "ran"):  # benchmarks and labs: their readers check
+    if kind in ("sides", "sampled", "output", "fresh", "cell", "ran"):  # their readers check
         return ev
     if kind not in ("start", "check", "result"):
         raise Forged("a record of unknown kind")
@@ -96,7 +96,9 @@ def parse(line: bytes, asked: set[str]) -> dict:
             or not isinstance(ev.get("where", ""), str)
             or not isinstance(figures, dict)
             or len(figures) > 32
-            or not all(isinstance(k, str) and len(k) < 64 and _finite(v) for k, v in figures.items())
+            or not all(
+                isinstance(k, str) and len(k) < 64 and _finite(v) for k, v in figures.items()
+            )
         ):
             raise Forged("a result record that does not fit the schema")
     return ev
@@ -194,7 +196,7 @@ class Protocol:
                 raise Forged("a second ready record")
             self.imported = True
             return ev
-        if kind in ("sides", "sampled", "output"):
+        if kind in ("sides", "sampled", "output", "fresh"):
             if self.current is None or self.items[self.current].kind != "benchmark":
                 raise Forged(f"a {kind} record outside a benchmark")
             return ev

@@ -113,7 +113,9 @@ def run_items(items: list[Item], grading: Grading, per_exercise: bool | None = N
               if i.path in grading.problems}  # fmt: skip
     for item in items:
         if item.exercise in broken:
-            results[item.nodeid] = Result(item, "not run", message=f"not run: {broken[item.exercise]}")
+            results[item.nodeid] = Result(
+                item, "not run", message=f"not run: {broken[item.exercise]}"
+            )
             progress(item.nodeid, results[item.nodeid])
     groups: dict[str | None, list[Item]] = defaultdict(list)
     if per_exercise is None:
@@ -183,7 +185,7 @@ class Session:
                     g.import_hang = child.splitlines()[0]
                 return self.finish(remaining, "not run", f"not run: {self._broken()}{child}")
             try:
-                started, log = self.run_child(child, remaining), child
+                started, log = self.run_child(child, remaining, tree), child
             finally:
                 g.launcher.finish(child)
                 g.drop(tree)
@@ -195,12 +197,18 @@ class Session:
         broken = "; ".join(f"{k}: {v}" for k, v in self.grading.problems.items())
         return f"your files have problems ({broken[:600]})\n" if broken else ""
 
-    def run_child(self, child: Child, remaining: list[str]) -> bool:
+    def run_child(self, child: Child, remaining: list[str], tree: Path) -> bool:
         """Read one child's records until it ends; returns whether any test started."""
         g = self.grading
         proto = Protocol({n: self.by_id[n] for n in remaining}, g.oracle, g.recording)
         reader = Reader(child, set(remaining))
-        launched, t_start, cpu_start, killed, kill_status = time.monotonic(), 0.0, 0.0, "", "timeout"
+        launched, t_start, cpu_start, killed, kill_status = (
+            time.monotonic(),
+            0.0,
+            0.0,
+            "",
+            "timeout",
+        )
         bench, next_watch, others = None, 0.0, {}
 
         def read(c, timeout):  # for Bench: the learner's records are judged, G's only read
@@ -222,11 +230,10 @@ class Session:
                     elif kind == "start":
                         t_start, cpu_start = time.monotonic(), child.cpu()
                         self.progress(ev["nodeid"], None)
-                    elif kind == "sides":
+                    elif kind in ("sides", "fresh"):
                         if bench is None:
-                            bench = Bench(self.by_id[proto.current], child, read,
-                                          lambda node=proto.current: self.start_baseline(node))  # fmt: skip
-                        bench.compare(ev)
+                            bench = self.bench(proto.current, child, read, tree)
+                        bench.handle(ev)
                     elif kind == "result":
                         node = ev["nodeid"]
                         if bench is not None:
@@ -253,7 +260,11 @@ class Session:
                 self.record(node, Result(self.by_id[node], "failed", message=message))
             return True
         finally:
-            if bench is not None and bench.baseline is not None and not isinstance(bench.baseline, str):
+            if (
+                bench is not None
+                and bench.baseline is not None
+                and not isinstance(bench.baseline, str)
+            ):
                 g.launcher.finish(bench.baseline, others=(child,))
         if killed and not proto.started:  # stopped before its first test: none of them ran
             if not proto.imported:
@@ -281,7 +292,9 @@ class Session:
         if now > self.deadline:
             return "the chapter ran out of time"
         if proto.current is not None:
-            limit = g.bench_timeout if self.by_id[proto.current].kind == "benchmark" else g.test_timeout
+            limit = (
+                g.bench_timeout if self.by_id[proto.current].kind == "benchmark" else g.test_timeout
+            )
             if child.cpu() - cpu_start > limit:
                 return f"used more than {limit:.0f} s of CPU time (an infinite loop?)"
             if now - t_start > config.WALL_FACTOR * limit:
@@ -293,8 +306,29 @@ class Session:
                     "(a loop or a wait at import time?)")  # fmt: skip
         return ""
 
-    def start_baseline(self, node: str) -> Child | str:
-        """G: the same benchmark on the course's own code, with a command pipe."""
-        g = self.grading
-        return g.launcher.start({"kind": "tests", "nodeids": [node], "role": "baseline"},
-                                g.baseline_tree(), "reference", commands=True, baseline=True)  # fmt: skip
+    def bench(self, node: str, child: Child, read, tree: Path) -> Bench:
+        """The parent's side of benchmark ``node``: G runs it on the course's own code; fresh
+        programs run on the learner's tree (``child``'s) or the course's."""
+        g, scratch = self.grading, {}
+
+        def start_baseline():
+            return g.launcher.start({"kind": "tests", "nodeids": [node], "role": "baseline"},
+                                    g.baseline_tree(), "reference", commands=True, baseline=True)  # fmt: skip
+
+        def start_program(text: str, baseline: bool):
+            if baseline not in scratch:
+                scratch[baseline] = g.launcher.scratch_dir(baseline)
+            mode = "reference" if baseline else g.mode
+            focus = self.exercise if mode == "isolated" else None
+            job = {"kind": "program", "program": text, "mode": mode, "focus": focus,
+                   "role": "baseline" if baseline else "learner"}  # fmt: skip
+            return g.launcher.start(job, g.baseline_tree() if baseline else tree, mode, focus,
+                                    commands=True, baseline=baseline, scratch=scratch[baseline])  # fmt: skip
+
+        def finish(c):
+            g.launcher.finish(
+                c, others=(child,) + ((b.baseline,) if isinstance(b.baseline, Child) else ())
+            )
+
+        b = Bench(self.by_id[node], child, read, start_baseline, start_program, finish)
+        return b

@@ -192,7 +192,7 @@ def python_env(tree: str) -> dict:
 
 # --- the grading tree -----------------------------------------------------------------
 
-CHILD_FILES = ("__init__.py", "config.py", "harness.py", "plugin.py", "wire.py", "boot.py",
+CHILD_FILES = ("__init__.py", "config.py", "harness.py", "timing.py", "plugin.py", "wire.py", "boot.py",
                "labkernel.py", "labrun.py", "baselines.py")  # fmt: skip
 INI = """\
 [pytest]
@@ -448,7 +448,9 @@ def official_preexec(world: World, ids: tuple[int, int] | None, seccomp: bool = 
             _bind(path, root)
         os.makedirs(root + "/grading")
         _mount(str(world.tree), root + "/grading", None, MS_BIND | MS_REC)
-        _mount(None, root + "/grading", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        _mount(
+            None, root + "/grading", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
+        )
         os.makedirs(root + "/tmp")
         if world.scratch is None:
             _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,

@@ -90,7 +90,9 @@ def copy(submission: Path, dest: Path) -> dict[str, str]:
                     continue
                 if name in dirs or name.endswith(COMPILED) or name in SKIPPED:
                     continue
-                if top == "exercises" and not (name.endswith(".ipynb") and folder == str(submission / top)):
+                if top == "exercises" and not (
+                    name.endswith(".ipynb") and folder == str(submission / top)
+                ):
                     continue
                 limit = config.MAX_NOTEBOOK_BYTES if top == "exercises" else config.MAX_BYTES
                 try:

@@ -1,13 +1,16 @@
-"""``python -m autograder.gradescope``: the Gradescope autograder zip (``make gradescope``).
+"""``python -m autograder.tools.gradescope`` (``make gradescope``): the Gradescope autograder zip.
 
-The zip holds ``setup.sh`` (installs the pinned requirements), ``run_autograder``
-and ``source/``: the grader, its tests, the references and a clean copy of the
-framework. ``run_autograder`` grades the uploaded ``minitorch/`` (and
-``exercises/``) with the same machinery as ``make grade`` and writes
-``/autograder/results/results.json``. In the container the learner's code runs
-as ``nobody`` and the references' own folder is readable by root only, so the
-reference of the exercise being graded is out of reach (see CONTRIBUTING.md).
-``AUTOGRADER_ROOT`` replaces ``/autograder`` to try it in a local tree.
+The zip holds ``setup.sh`` (once per image: a Python 3.11+, the pinned
+requirements in ``/autograder/venv``, the grading user), ``run_autograder``
+(per submission) and ``source/``: the grader, its tests, the references, the
+oracle and the course's own package (benchmark baselines run on it).
+``run_autograder`` deletes any ``results.json`` first, finds the uploaded
+``minitorch/`` (and ``exercises/``) and runs official grading
+(``python -m autograder --official``): learner code, labs included, runs as
+the grading user in a world of its own (``autograder/grader/sandbox.py``), and
+only the grader writes ``/autograder/results/results.json``, once every child
+is dead. ``AUTOGRADER_ROOT`` and ``PYTHON`` replace ``/autograder`` and its
+venv to try it in a local tree (``tests/test_grader_gradescope.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .manifest import ROOT
+from .. import config
 
+ROOT = config.ROOT
 SOURCES = [
     "minitorch",
     "autograder",
@@ -29,43 +33,53 @@ SOURCES = [
     "requirements.txt",
 ]
 
-SETUP = """\
+SETUP = f"""\
 #!/usr/bin/env bash
-# Gradescope runs this once when it builds the image (Ubuntu, Python 3.10+).
+# Gradescope runs this once, as root, when it builds the image.
 set -euo pipefail
 cd /autograder/source
-apt-get update -qq && apt-get install -y -qq python3-pip python3-venv > /dev/null
-python3 -m venv /autograder/venv
+PY=""
+for v in python3.13 python3.12 python3.11; do
+  if command -v "$v" > /dev/null; then PY=$(command -v "$v"); break; fi
+done
+if [ -z "$PY" ]; then  # the package needs Python 3.11 or newer
+  apt-get update -qq
+  apt-get install -y -qq python3.11 python3.11-venv > /dev/null \\
+    || {{ apt-get install -y -qq software-properties-common > /dev/null \\
+          && add-apt-repository -y ppa:deadsnakes/ppa && apt-get update -qq \\
+          && apt-get install -y -qq python3.11 python3.11-venv > /dev/null; }}
+  PY=$(command -v python3.11)
+fi
+"$PY" -c 'import sys; assert sys.version_info >= (3, 11), sys.version'
+"$PY" -m venv /autograder/venv 2> /dev/null || {{
+  apt-get update -qq && apt-get install -y -qq "$(basename "$PY")-venv" > /dev/null
+  "$PY" -m venv /autograder/venv; }}
+/autograder/venv/bin/pip install -q --upgrade pip
 /autograder/venv/bin/pip install -q -r requirements.txt
-/autograder/venv/bin/pip install -q --no-deps --no-build-isolation -e .
+# Learner code runs as this user; official grading refuses to run without one.
+id -u {config.GRADER_USER} > /dev/null 2>&1 || useradd --system --user-group --no-create-home \\
+  --home-dir /nonexistent --shell /usr/sbin/nologin {config.GRADER_USER}
+chmod -R go-rwx /autograder/source
 """
 
 RUN = """\
 #!/usr/bin/env bash
-# Gradescope runs this for every submission. AUTOGRADER_ROOT and PYTHON let it run locally.
+# Gradescope runs this for every submission, as root. AUTOGRADER_ROOT and PYTHON let it run
+# in a local tree.
 set -uo pipefail
 AG="${AUTOGRADER_ROOT:-/autograder}"
 PY="${PYTHON:-$AG/venv/bin/python}"
-SUB="$AG/submission"
-# The submission is the learner's repository (or a zip of it): find its minitorch/.
-found=$(find "$SUB" -maxdepth 3 -path '*/minitorch/__init__.py' -not -path '*/.venv/*' | head -1)
+OUT="$AG/results/results.json"
 mkdir -p "$AG/results"
-if [ -z "$found" ]; then
-  echo '{"score": 0, "output": "No minitorch/ folder found in the submission.", "tests": []}' \\
-    > "$AG/results/results.json"
-  exit 0
-fi
+rm -f "$OUT"  # whatever is there did not come from this grader
+fail() { printf '{"score": 0, "output": "%s", "tests": []}\\n' "$1" > "$OUT"; exit 0; }
+# The submission is the learner's repository (or a zip of it): find its minitorch/.
+found=$(find "$AG/submission" -maxdepth 3 -path '*/minitorch/__init__.py' -not -path '*/.venv/*' | head -1)
+[ -n "$found" ] || fail "No minitorch/ folder found in the submission."
 SUBROOT=$(dirname "$(dirname "$found")")
-cd "$AG/source"
-if [ "$(id -u)" = 0 ]; then
-  chmod -R go-rwx "$AG/source/solutions"   # learner code runs as nobody: no references
-  export AUTOGRADER_CHILD_USER="${AUTOGRADER_CHILD_USER-nobody}"  # empty: stay root
-fi
-export NUMBA_ENABLE_CUDASIM=1
-"$PY" -m autograder --submission "$SUBROOT" --json "$AG/results/results.json" ${AUTOGRADER_ARGS:-}
-status=$?
-test -s "$AG/results/results.json" || echo '{"score": 0, "output": "The grader failed to run.", "tests": []}' > "$AG/results/results.json"
-exit $status
+cd "$AG/source" || fail "The autograder is not installed."
+"$PY" -m autograder --official --submission "$SUBROOT" --json "$OUT" ${AUTOGRADER_ARGS:-}
+test -s "$OUT" || fail "The grader failed to run."
 """
 
 

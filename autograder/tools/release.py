@@ -38,10 +38,14 @@ def release(source: Path, dest: Path) -> Path:
         (root / "source" / source.stem).mkdir(parents=True)
         shutil.copy(source, root / "source" / source.stem / source.name)
         # nbgrader shells out to `alembic`, which lives next to this Python.
-        os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+        os.environ["PATH"] = (
+            str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+        )
         result = _api(root).generate_assignment(source.stem, force=True, create=True)
         if not result["success"]:
-            raise RuntimeError(f"nbgrader could not generate {source.name}:\n{result['log'][-2000:]}")
+            raise RuntimeError(
+                f"nbgrader could not generate {source.name}:\n{result['log'][-2000:]}"
+            )
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / "release" / source.stem / source.name, dest / source.name)
     return dest / source.name
