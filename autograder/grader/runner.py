@@ -234,6 +234,13 @@ class Session:
                         if bench is None:
                             bench = self.bench(proto.current, child, read, tree)
                         bench.handle(ev)
+                        ended = [n for n in proto.results if n not in self.results]
+                        if ended:  # the test ended while being timed (it failed, say)
+                            g.launcher.finish(bench.baseline if not isinstance(bench.baseline, str)
+                                              else None, others=(child,))  # fmt: skip
+                            bench = None
+                            for n in ended:
+                                self.record(n, proto.results[n])
                     elif kind == "result":
                         node = ev["nodeid"]
                         if bench is not None:
