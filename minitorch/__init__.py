@@ -47,6 +47,7 @@ from .memory import memory_summary, temp_allocator, track_memory
 from . import profiler  # chapter 10
 from .compile.dynamic import mark_dynamic  # chapter 9
 from .compile import compile  # noqa: A004  chapter 9 (the function shadows the package)
+from . import transformer  # chapter 11
 
 __all__ = [
     "OPS",
@@ -98,6 +99,7 @@ __all__ = [
     "profiler",
     "compile",
     "mark_dynamic",
+    "transformer",
     *autograd.__all__,
     *tracing.__all__,
 ]

@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 import minitorch as mt
+from minitorch.fast.cnn import DigitsCNN
+from minitorch.fast.cnn import cross_entropy as cnn_loss
 from minitorch.nn import functional as F
+from minitorch.onnx import export
 
 x = mt.tensor(np.arange(6.0).reshape(2, 3))
 v = mt.tensor([1.0, 2.0, 3.0])
@@ -21,6 +24,11 @@ s = mt.tensor(3.0)
 img = mt.zeros(1, 1, 4, 4)
 w = mt.zeros(2, 1, 3, 3)
 E = mt.OpError
+
+
+def relu(t):
+    return t.relu()
+
 
 CATALOGUE = [
     # shapes and sizes
@@ -122,6 +130,24 @@ CATALOGUE = [
     ("cross_entropy float target", lambda: F.cross_entropy(x, mt.tensor([0.5, 1.0])), E, ["cross_entropy", "float32"]),
     ("cross_entropy 1-D logits", lambda: F.cross_entropy(v, mt.tensor([0])), E, ["cross_entropy", "(3,)"]),
     ("cross_entropy shape", lambda: F.cross_entropy(x, mt.tensor([0, 1, 2])), E, ["cross_entropy", "(3,)"]),
+    ("cnn cross_entropy target = C", lambda: cnn_loss(x, mt.tensor([0, 3])), E, ["cross_entropy", "3", "[0, 3)"]),
+    ("cnn cross_entropy target -1", lambda: cnn_loss(x, mt.tensor([-1, 0])), E, ["cross_entropy", "-1"]),
+    ("cnn cross_entropy float target", lambda: cnn_loss(x, mt.tensor([0.0, 1.0])), E, ["cross_entropy", "float32"]),
+    # onnx.export: every argument checked before tracing
+    ("export opset 1", lambda: export(relu, v, opset=1), E, ["onnx.export", "opset 1", "18"]),
+    ("export opset string", lambda: export(relu, v, opset="18"), E, ["onnx.export", "opset", "'18'"]),
+    ("export opset bool", lambda: export(relu, v, opset=True), E, ["onnx.export", "opset", "True"]),
+    ("export an int", lambda: export(3, v), E, ["onnx.export", "fn_or_model", "int"]),
+    ("export a class", lambda: export(DigitsCNN, v), E, ["onnx.export", "DigitsCNN", "instance"]),
+    ("export numpy input", lambda: export(relu, np.ones(3)), E, ["onnx.export", "example_inputs", "ndarray"]),
+    ("export int input", lambda: export(relu, (v, 3)), E, ["onnx.export", "example_inputs[1]", "int"]),
+    ("export path int", lambda: export(relu, v, 3), E, ["onnx.export", "path", "int"]),
+    ("export path no folder", lambda: export(relu, v, "/no/such/dir/m.onnx"), E, ["onnx.export", "/no/such/dir", "folder"]),
+    ("export axes string", lambda: export(relu, v, dynamic_axes="batch"), E, ["onnx.export", "dynamic_axes", "str"]),
+    ("export axes dim out of range", lambda: export(relu, x, dynamic_axes={"input0": {2: "b"}}), E, ["onnx.export", "dim 2", "[2, 3]"]),
+    ("export axes name not a str", lambda: export(relu, x, dynamic_axes={"input0": {0: 5}}), E, ["onnx.export", "5", "identifier"]),
+    ("export axes unknown input", lambda: export(relu, x, dynamic_axes={"x": [0]}), E, ["onnx.export", "'x'", "input0"]),
+    ("export axes one name two sizes", lambda: export(lambda a, c: a, (x, v), dynamic_axes={0: {0: "n"}, 1: {0: "n"}}), E, ["onnx.export", "'n'", "size 2", "size 3"]),
 ]  # fmt: skip
 
 

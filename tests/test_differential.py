@@ -12,6 +12,7 @@ against central finite differences of the numpy answer in float64.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Callable
@@ -28,6 +29,7 @@ import minitorch as mt
 import minitorch.cuda.backend  # noqa: F401  (registers the cuda kernels)
 import minitorch.fast.backend  # noqa: F401  (registers the numba kernels)
 from minitorch.core.registry import OPS, OpKind, Spec
+from minitorch.transformer.ops import gelu_ref, layer_norm_ref
 
 ALL = ["float32", "float64", "int64", "bool"]
 NUMERIC = ["float32", "float64", "int64"]
@@ -369,6 +371,45 @@ def _logsumexp(draw, dtype, smooth):
     return [a], {"axis": axis, "keepdims": keep}, lambda a: _lse_ref(f64(a), axis, keep)
 
 
+def _embedding(draw, dtype, smooth):
+    v, c = draw(st.integers(1, 4)), draw(st.integers(0 if not smooth else 1, 3))
+    w = _arr(draw, (v, c), dtype, smooth)
+    ids = draw(hnp.arrays(np.int64, draw(shapes(max_dims=2)), elements=st.integers(0, v - 1)))
+    return [w, ids], {}, lambda w, ids: f64(w)[ids]
+
+
+def _scatter_ref(g, ids, v):
+    out = np.zeros((v, g.shape[-1]))
+    np.add.at(out, ids.reshape(-1), f64(g).reshape(-1, g.shape[-1]))
+    return out
+
+
+def _embedding_grad(draw, dtype, smooth):
+    v, c = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    ids = draw(hnp.arrays(np.int64, draw(shapes(max_dims=2)), elements=st.integers(0, v - 1)))
+    g = _arr(draw, ids.shape + (c,), dtype, smooth, special=False)
+    return [g, ids], {"num_embeddings": v}, lambda g, ids: _scatter_ref(g, ids, v)
+
+
+def _layer_norm(draw, dtype, smooth):
+    shape = draw(shapes(min_dims=1, min_side=1))
+    x = _arr(draw, shape, dtype, smooth, domain="unique" if smooth else None)
+    w = _arr(draw, shape[-1:], dtype, smooth, shift=0.05)
+    b = _arr(draw, shape[-1:], dtype, smooth, shift=0.1)
+    eps = draw(st.sampled_from([1e-5, 0.1]))
+    return [x, w, b], {"eps": eps}, lambda x, w, b: layer_norm_ref(f64(x), f64(w), f64(b), eps)
+
+
+def _causal_mask(draw, dtype, smooth):
+    lead = draw(shapes(max_dims=2))
+    tk = draw(st.integers(1, 4))
+    tq = draw(st.integers(1, tk))
+    x = _arr(draw, lead + (tq, tk), dtype, smooth)
+    fill = 0.0 if smooth else draw(st.sampled_from([-math.inf, 0.0, -1e9]))
+    keep = np.arange(tk)[None, :] <= np.arange(tq)[:, None] + (tk - tq)
+    return [x], {"fill": fill}, lambda x: np.where(keep, f64(x), fill)
+
+
 def _sigmoid(x):
     with np.errstate(all="ignore"):
         return 1 / (1 + np.exp(-x))
@@ -436,6 +477,12 @@ CASES = {
     "softmax": Case(_softmax),
     "logsumexp": Case(_logsumexp),
     "pad_slice": Case(_pad_slice, ALL),
+    # chapter 11
+    "embedding": Case(_embedding),
+    "embedding_grad": Case(_embedding_grad),
+    "layer_norm": Case(_layer_norm),
+    "gelu": unary(gelu_ref, dtypes=NUMERIC, float_result=True),
+    "causal_mask": Case(_causal_mask),
 }
 
 # (op, backend) pairs with no kernel: the call must refuse with an OpError naming the op.
@@ -447,7 +494,7 @@ NO_KERNEL = {
     ("avg_pool2d", "python"), ("avg_pool2d", "cuda"),
     ("max_pool2d_grad", "python"), ("max_pool2d_grad", "cuda"),
     ("avg_pool2d_grad", "python"), ("avg_pool2d_grad", "cuda"),
-    ("softmax", "python"), ("softmax", "cuda"),
+    ("softmax", "python"),
     ("logsumexp", "python"), ("logsumexp", "cuda"),
 }  # fmt: skip
 

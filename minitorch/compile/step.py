@@ -199,7 +199,8 @@ class StepEntry:
                 t = params[a].grad
             elif kind == "counter":
                 spec = self.compiled.specs[len(inputs)]
-                inputs.append(Tensor(np.full(spec.shape, opts[a].state[b][c], dtype=np.float64)))
+                value = np.full(spec.shape, opts[a].state[b][c], dtype=np.float64)
+                inputs.append(Tensor(value, device=spec.device))
                 continue
             else:
                 t = opts[a].state[b][c]
@@ -240,15 +241,17 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
     snap = _snapshot(params, opts)
     counters = []
     for k, o in enumerate(opts):
-        shapes = {n: p.shape for n, p in o.named_params()}
+        named = dict(o.named_params())
         for pname, st in o.state.items():
             for key, v in st.items():
                 if isinstance(v, Tensor):
                     external[id(v)] = (("state", k, pname, key), f"{key}_{pname}", v)
-                elif _is_counter(v) and pname in shapes:
+                elif _is_counter(v) and pname in named:
                     # traced as float64 values in the parameter's shape (the optimizer checks
                     # its buffers' shapes), so that `beta ** t` is recorded, not baked in
-                    t = st[key] = Tensor(np.full(shapes[pname], v, dtype=np.float64))
+                    param = named[pname]  # on its device, as eager's buffers
+                    value = np.full(param.shape, v, dtype=np.float64)
+                    t = st[key] = Tensor(value, device=param.device)
                     external[id(t)] = (("counter", k, pname, key), f"{key}_{pname}", t)
                     counters.append((st, key))
     tracer.set_external(external)

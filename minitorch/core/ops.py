@@ -272,6 +272,8 @@ for _name, (_fold, _start, _np, _rule) in REDUCE.items():
 
 
 def _argmax_normalize(a: Spec, axis, keepdims):
+    if isinstance(axis, tuple) and len(axis) == 1:  # normalised already: a traced node run again
+        axis = axis[0]
     if axis is None or isinstance(axis, (tuple, list)):
         raise OpError(
             "argmax",

@@ -13,13 +13,14 @@ import time
 
 import numpy as np
 
+from .. import backends
 from ..core import dtypes as dt
 from ..core.creation import arange
 from ..core.errors import OpError
-from ..core.registry import dispatch
+from ..core.registry import dispatch, get_op
 from ..core.tensor import Tensor, no_grad
 from ..nn.data import DataLoader, load_digits
-from ..nn.module import Linear, Module, Parameter
+from ..nn.module import Linear, Module, Parameter, device_of
 from ..nn.optim import Adam
 
 
@@ -91,14 +92,43 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
             hint="logits (N, C) and int targets (N,)",
         )
     n, c = logits.shape
-    onehot = (targets.reshape(n, 1) == arange(c).reshape(1, c)).astype(logits.dtype)
+    if targets.dtype != dt.int64:
+        raise OpError(
+            "cross_entropy",
+            f"targets must be int64 class indices, got {targets.dtype.name}",
+            hint="pass targets.astype('int64') if they hold whole numbers",
+        )
+    # a traced target (its type takes over dispatch) has no values to check yet
+    if targets.size and getattr(type(targets), "__minitorch_dispatch__", None) is None:
+        values = targets.numpy()
+        bad = values[(values < 0) | (values >= c)]
+        if bad.size:
+            raise OpError(
+                "cross_entropy",
+                f"targets must be class indices in [0, {c}), got {bad[0]}",
+                hint=f"the logits have {c} classes, numbered from 0",
+            )
+    classes = arange(c, device=logits.device)  # on the logits' device, cuda included
+    onehot = (targets.reshape(n, 1) == classes.reshape(1, c)).astype(logits.dtype)
     picked = (logits * onehot).sum(axis=1)
-    return (dispatch("logsumexp", logits, axis=1) - picked).mean()
+    return (_logsumexp_rows(logits) - picked).mean()
+
+
+def _logsumexp_rows(logits: Tensor) -> Tensor:
+    """The logsumexp op, or the same stable sum from elementwise ops and reductions on a
+    backend without its kernel (cuda, python)."""
+    try:
+        backends.current(logits.device).kernel(get_op("logsumexp"))
+    except OpError:
+        m = logits.detach().max(axis=1, keepdims=True)
+        return (logits - m).exp().sum(axis=1).log() + m.reshape(logits.shape[0])
+    return dispatch("logsumexp", logits, axis=1)
 
 
 def accuracy(model: Module, x: np.ndarray, y: np.ndarray) -> float:
     with no_grad():
-        pred = model(Tensor(x, dtype=dt.float32)).argmax(axis=-1).numpy()
+        xt = Tensor(x, dtype=dt.float32, device=device_of(model))
+        pred = model(xt).argmax(axis=-1).numpy()
     return float((pred == y).mean())
 
 

@@ -128,6 +128,12 @@ class Module:
         return f"{type(self).__name__}({inner})"
 
 
+def device_of(module: Module) -> str:
+    """The device of ``module``'s parameters (``"cpu"`` without any): where its inputs go."""
+    params = module.parameters()
+    return params[0].device if params else "cpu"
+
+
 class Linear(Module):
     """``y = x @ weight + bias`` with ``weight`` of shape ``(in_features, out_features)``.
 

@@ -176,8 +176,8 @@ class Adam(Optimizer):
 
         d = self.defaults
         if "m" not in state:
-            state["m"] = zeros(p.shape, dtype=p.dtype)
-            state["v"] = zeros(p.shape, dtype=p.dtype)
+            state["m"] = zeros(p.shape, dtype=p.dtype, device=p.device)
+            state["v"] = zeros(p.shape, dtype=p.dtype, device=p.device)
             state["t"] = 0
         state["t"] += 1
         new, state["m"], state["v"] = adam_step(

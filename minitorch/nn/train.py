@@ -9,7 +9,7 @@ import numpy as np
 from ..core.tensor import Tensor, no_grad
 from . import functional as F
 from .data import DataLoader, load_digits, progress
-from .module import Linear, Module, ReLU, Sequential
+from .module import Linear, Module, ReLU, Sequential, device_of
 from .optim import Adam
 
 
@@ -27,8 +27,9 @@ def evaluate(model: Module, x: np.ndarray, y: np.ndarray) -> tuple[float, float]
     """``(mean loss, accuracy)`` of ``model`` on arrays ``x, y``, without recording a graph."""
     model.eval()
     with no_grad():
-        logits = model(Tensor(x, dtype="float32"))
-        target = Tensor(y, dtype="int64")
+        device = device_of(model)
+        logits = model(Tensor(x, dtype="float32", device=device))
+        target = Tensor(y, dtype="int64", device=device)
         loss = F.cross_entropy(logits, target).item()
         acc = F.accuracy(logits, target)
     model.train()

@@ -8,10 +8,12 @@ pinned in requirements.txt.
 """
 
 from .context import OnnxContext
-from .export import OPSET, dynamic_dims, export, graph_to_onnx, symbols, trace_for_export
+from .export import MAX_OPSET, OPSET, dynamic_dims, export, graph_to_onnx, trace_for_export
 from .mapping import register_onnx
+from .sizes import symbols
 
 __all__ = [
+    "MAX_OPSET",
     "OPSET",
     "OnnxContext",
     "dynamic_dims",

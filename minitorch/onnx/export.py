@@ -1,8 +1,10 @@
 """``minitorch.onnx.export``: trace, find the dynamic dims, write an ONNX model.
 
 1. trace the function (or model) on the example inputs into a chapter-5 graph;
-2. with ``dynamic_axes``, trace again with those input dims one larger: the
-   dims that differ between the two graphs are dynamic (exercise 10.5);
+2. with ``dynamic_axes``, trace again with each named dim at other sizes:
+   the dims that differ are dynamic (exercise 10.5), and whatever else differs
+   (a branch, a constant computed from the size) is refused or rebuilt
+   (``sizes.py``);
 3. write the graph as ONNX (exercise 10.6): inputs and outputs with symbolic
    dims, constants as initializers, each op through its ``OpDef.onnx`` emitter;
 4. check it with ``onnx.checker`` and save it.
@@ -20,9 +22,13 @@ from ..core.tensor import Tensor
 from ..exercises import exercise
 from ..tracing.graph import Graph
 from ..tracing.jit import jit
-from . import mapping  # noqa: F401  (puts the emitters on the built-in ops)
+from . import (
+    mapping,  # noqa: F401  (puts the emitters on the built-in ops)
+    sizes,
+)
 
-OPSET = 18
+OPSET = 18  # the lowest opset the emitters' forms exist in, and the default
+MAX_OPSET = min(28, onnx.defs.onnx_opset_version())  # the newest opset the tests run
 
 
 @exercise("10.5")
@@ -97,37 +103,131 @@ def trace_for_export(fn_or_model, example_inputs) -> Graph:
     return jit(_as_function(fn_or_model)).trace(*example_inputs)
 
 
-def symbols(graph: Graph, dims: dict, axes: dict[int, dict[int, str]]) -> dict:
-    """Name every dynamic dim: an input's by ``dynamic_axes``, any other by an input's of equal size."""
-    by_size: dict[int, str] = {}
-    for k, node in enumerate(graph.inputs):
-        for d, sym in axes.get(k, {}).items():
-            by_size.setdefault(node.spec.shape[d], sym)
-    out = {}
-    for node in graph.nodes:
-        if node.name in dims:
-            out[node.name] = {
-                d: by_size.get(node.spec.shape[d], f"{node.name}_dim{d}") for d in dims[node.name]
-            }
-    for k, node in enumerate(graph.inputs):
-        out[node.name] = dict(axes.get(k, {}))
-    return out
+def _refuse(problem: str, hint: str) -> OpError:
+    return OpError("onnx.export", problem, hint=hint)
 
 
-def _normalize_axes(dynamic_axes, n_inputs: int) -> dict[int, dict[int, str]]:
-    """Accept ``{"input0": {0: "batch"}}``, ``{0: {0: "batch"}}`` or ``{"input0": [0]}``."""
-    out = {}
-    for key, dims in (dynamic_axes or {}).items():
-        k = int(key[5:]) if isinstance(key, str) and key.startswith("input") else key
-        if not isinstance(k, int) or not 0 <= k < n_inputs:
-            raise OpError(
-                "onnx.export",
-                f"dynamic_axes names {key!r}, which is not an input",
-                hint=f"use input0 .. input{n_inputs - 1}, e.g. {{'input0': {{0: 'batch'}}}}",
+def _check_fn(fn_or_model) -> None:
+    if isinstance(fn_or_model, type):
+        raise _refuse(
+            f"fn_or_model is the class {fn_or_model.__name__}, not a model",
+            hint=f"pass an instance, e.g. {fn_or_model.__name__}(...), or a function",
+        )
+    if not callable(fn_or_model):
+        raise _refuse(
+            f"fn_or_model is of type {type(fn_or_model).__name__} ({fn_or_model!r:.40}), which "
+            "cannot be called",
+            hint="pass a Module or a function of tensors, e.g. lambda x: model(x)",
+        )
+
+
+def _check_inputs(example_inputs) -> list[Tensor]:
+    if isinstance(example_inputs, Tensor):
+        return [example_inputs]
+    if not isinstance(example_inputs, (tuple, list)):
+        raise _refuse(
+            f"example_inputs is of type {type(example_inputs).__name__}",
+            hint="pass a Tensor or a tuple of Tensors, e.g. minitorch.randn(8, 64)",
+        )
+    for k, x in enumerate(example_inputs):
+        if not isinstance(x, Tensor):
+            raise _refuse(
+                f"example_inputs[{k}] is of type {type(x).__name__}, not a Tensor",
+                hint="ONNX inputs are tensors: wrap arrays with minitorch.tensor(a); "
+                "fix other arguments with a lambda",
             )
-        if not isinstance(dims, dict):
-            dims = {d: f"input{k}_dim{d}" for d in dims}
-        out[k] = {int(d): str(s) for d, s in dims.items()}
+    return list(example_inputs)
+
+
+def _check_path(path):
+    if path is None:
+        return None
+    if not isinstance(path, (str, os.PathLike)):
+        raise _refuse(
+            f"path is of type {type(path).__name__}", hint="pass a file name such as 'model.onnx'"
+        )
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder):
+        raise _refuse(
+            f"path {os.fspath(path)!r} is in {folder!r}, which is not a folder",
+            hint="create the folder first, or save elsewhere",
+        )
+    return os.fspath(path)
+
+
+def _check_opset(opset) -> int:
+    if isinstance(opset, (bool, np.bool_)) or not isinstance(opset, (int, np.integer)):
+        raise _refuse(f"opset must be an int, got {opset!r}", hint=f"e.g. opset={OPSET}")
+    if not OPSET <= opset <= MAX_OPSET:
+        raise _refuse(
+            f"opset {opset} is not supported",
+            hint=f"use {OPSET}..{MAX_OPSET}: the emitters write opset-{OPSET} forms (reductions "
+            f"take axes as an input), and onnxruntime is tested up to {MAX_OPSET}",
+        )
+    return int(opset)
+
+
+def _normalize_axes(dynamic_axes, inputs: list[Tensor]) -> dict[int, dict[int, str]]:
+    """Accept ``{"input0": {0: "batch"}}``, ``{0: {0: "batch"}}`` or ``{"input0": [0]}``."""
+    if dynamic_axes is None:
+        return {}
+    if not isinstance(dynamic_axes, dict):
+        raise _refuse(
+            f"dynamic_axes is of type {type(dynamic_axes).__name__}",
+            hint="pass a dict such as {'input0': {0: 'batch'}}",
+        )
+    n_inputs = len(inputs)
+    out: dict[int, dict[int, str]] = {}
+    seen: dict[str, tuple[int, int, int]] = {}
+    for key, dims in dynamic_axes.items():
+        k = (
+            int(key[5:])
+            if isinstance(key, str) and key[5:].isdigit() and key.startswith("input")
+            else key
+        )
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < n_inputs:
+            raise _refuse(
+                f"dynamic_axes names {key!r}, which is not an input",
+                hint=f"name input0 .. input{n_inputs - 1} (or 0 .. {n_inputs - 1}), e.g. "
+                "{'input0': {0: 'batch'}}",
+            )
+        if k in out:
+            raise _refuse(f"dynamic_axes names input{k} twice", hint="merge the two entries")
+        if isinstance(dims, (list, tuple)):
+            dims = {d: None for d in dims}
+        if not isinstance(dims, dict) or not dims:
+            raise _refuse(
+                f"dynamic_axes[{key!r}] is {dims!r}",
+                hint="map dims to names, {0: 'batch'}, or list the dims, [0]",
+            )
+        ndim = inputs[k].ndim
+        out[k] = {}
+        for d, sym in dims.items():
+            if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not -ndim <= d < ndim:
+                raise _refuse(
+                    f"dynamic_axes[{key!r}] names dim {d!r}, but input{k} has shape "
+                    f"{list(inputs[k].shape)}",
+                    hint=f"use dims 0..{ndim - 1}" if ndim else "a 0-d input has no dims",
+                )
+            d = int(d) % ndim
+            sym = f"input{k}_dim{d}" if sym is None else sym
+            if not isinstance(sym, str) or not sym.isidentifier():
+                raise _refuse(
+                    f"dynamic_axes[{key!r}] gives dim {d} the name {sym!r}, which is not an identifier",
+                    hint="name a dim with an identifier such as 'batch'",
+                )
+            if d in out[k]:
+                raise _refuse(f"dynamic_axes[{key!r}] names dim {d} twice", hint="name it once")
+            n = inputs[k].shape[d]
+            first = seen.setdefault(sym, (k, d, n))
+            if first[2] != n:
+                raise _refuse(
+                    f"{sym!r} names input{first[0]} dim {first[1]} (size {first[2]}) and input{k} "
+                    f"dim {d} (size {n})",
+                    hint="one name stands for one size: make the example sizes equal, or use "
+                    "two names",
+                )
+            out[k][d] = sym
     return out
 
 
@@ -139,20 +239,26 @@ def export(
     ``example_inputs`` is a Tensor or a tuple of Tensors. Inputs are named
     ``input0, input1, ...`` and outputs ``output0, ...``. ``dynamic_axes``, e.g.
     ``{"input0": {0: "batch"}}``, makes those dims symbolic so that the model
-    runs on any batch size.
+    runs on any batch size; dims that share a name share a size. A value or a
+    Python branch that depends on a dynamic dim is refused with its source line
+    (see ``sizes.py``), unless it is ``a * size + b``, which the model computes.
     """
-    inputs = (example_inputs,) if isinstance(example_inputs, Tensor) else tuple(example_inputs)
-    graph = trace_for_export(fn_or_model, inputs)
-    axes = _normalize_axes(dynamic_axes, len(inputs))
-    dims = {}
-    if axes:
-        bigger = []
-        for k, x in enumerate(inputs):
-            shape = [s + 1 if d in axes.get(k, {}) else s for d, s in enumerate(x.shape)]
-            bigger.append(Tensor(np.zeros(shape, x.dtype)) if k in axes else x)
-        dims = dynamic_dims(graph, trace_for_export(fn_or_model, bigger))
-    model = graph_to_onnx(graph, symbols(graph, dims, axes), opset)
+    _check_fn(fn_or_model)
+    inputs = _check_inputs(example_inputs)
+    path = _check_path(path)
+    axes = _normalize_axes(dynamic_axes, inputs)
+    opset = _check_opset(opset)
+
+    def trace(xs):
+        return trace_for_export(fn_or_model, xs)
+
+    graph = trace(inputs)
+    probes = sizes.probe(trace, inputs, axes)
+    changed = sizes.check_same_program(graph, probes)
+    dims = [[dynamic_dims(graph, g) for g in p.graphs] for p in probes]
+    model = graph_to_onnx(graph, sizes.symbols(graph, probes, dims, axes), opset)
+    sizes.rebuild_constants(model, graph, changed)
     onnx.checker.check_model(model, full_check=True)
     if path is not None:
-        onnx.save(model, os.fspath(path))
+        onnx.save(model, path)
     return model

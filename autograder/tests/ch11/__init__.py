@@ -1,0 +1,1 @@
+"""Graded tests and benchmarks of chapter 11 (a small transformer)."""

@@ -1,0 +1,134 @@
+"""Graded: the fused softmax (11.4) and layer norm (11.5) CUDA kernels, values and memory traffic.
+
+Without a GPU they run on Numba's CUDA simulator, which counts every global and
+shared memory access (``minitorch.cuda.traffic``); on a GPU machine each test
+reruns itself on the simulator in a child process (chapter 4's ``rerun_on_simulator``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minitorch
+import minitorch.cuda  # noqa: F401  (chooses the simulator before numba.cuda loads)
+from autograder.harness import assert_close, check, graded
+from autograder.tests.ch4.util import on_device, rerun_on_simulator
+from minitorch import dispatch
+from minitorch.cuda import backend as cb
+from minitorch.cuda.traffic import count_traffic
+from minitorch.transformer import cuda as tc
+from minitorch.transformer.ops import layer_norm_ref
+
+
+def _softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _shape(data):
+    rows = data.draw(st.integers(1, 2 * cb.MAX_BLOCKS + 1))  # more rows than blocks
+    cols = data.draw(
+        st.sampled_from([1, 3, tc.ROW_THREADS, tc.ROW_THREADS + 5, 3 * tc.ROW_THREADS - 1])
+    )
+    return rows, cols
+
+
+@graded("11.4", points=2)
+@settings(max_examples=8)
+@given(data=st.data())
+def test_fused_softmax_values(data, request):
+    if rerun_on_simulator(request) is not None:
+        return
+    rows, cols = _shape(data)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x = rng.standard_normal((rows, cols)) * data.draw(st.sampled_from([1.0, 300.0]))
+    got = dispatch("softmax", on_device(x), axis=-1).numpy()
+    assert_close(got, _softmax(x), "11.4", rtol=1e-9, atol=1e-12, shape=x.shape)
+
+
+@graded("11.4", points=1)
+def test_fused_softmax_other_axis_and_float32(request):
+    if rerun_on_simulator(request) is not None:
+        return
+    x = np.random.default_rng(1).standard_normal((3, 5, 2)).astype(np.float32)
+    got = dispatch("softmax", on_device(x), axis=1).numpy()
+    assert_close(got, _softmax(x.astype(np.float64), axis=1), "11.4", rtol=1e-5, atol=1e-7)
+    check(got.dtype == np.float32, "11.4", "float32 in, float32 out")
+
+
+@graded("11.4", points=2)
+def test_fused_softmax_reads_and_writes_once(request):
+    if rerun_on_simulator(request) is not None:
+        return
+    rows, cols = cb.MAX_BLOCKS + 2, 2 * tc.ROW_THREADS + 3
+    x = np.random.default_rng(2).standard_normal((rows, cols))
+    tx = on_device(x)
+    with count_traffic() as traffic:
+        y = dispatch("softmax", tx, axis=-1)
+    assert_close(y.numpy(), _softmax(x), "11.4", rtol=1e-9, atol=1e-12)
+    check(traffic.reads(tx) == x.size and traffic.max_reads_per_element(tx) == 1, "11.4",
+          "each element of x should be read from global memory once (cache the row in shared memory)",
+          value=[traffic.reads(tx), traffic.max_reads_per_element(tx)])  # fmt: skip
+    check(traffic.writes(y) == x.size, "11.4", "each output element written once",
+          value=traffic.writes(y))  # fmt: skip
+    check(traffic.total_global_writes == x.size, "11.4",
+          "no partial results in global memory", value=traffic.total_global_writes)  # fmt: skip
+    check(traffic.shared_reads >= 3 * x.size, "11.4",
+          "the max, the sum and the result should read the row from shared memory",
+          shared_reads=traffic.shared_reads)  # fmt: skip
+
+
+@graded("11.5", points=2)
+@settings(max_examples=8)
+@given(data=st.data())
+def test_fused_layer_norm_values(data, request):
+    if rerun_on_simulator(request) is not None:
+        return
+    rows, cols = _shape(data)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x = rng.standard_normal((rows, cols)) * data.draw(st.sampled_from([1.0, 100.0])) + 3.0
+    w, b = rng.standard_normal(cols), rng.standard_normal(cols)
+    eps = data.draw(st.sampled_from([1e-5, 0.5]))
+    got = dispatch("layer_norm", on_device(x), on_device(w), on_device(b), eps=eps).numpy()
+    assert_close(got, layer_norm_ref(x, w, b, eps), "11.5", rtol=1e-9, atol=1e-9, shape=x.shape)
+
+
+@graded("11.5", points=1)
+def test_fused_layer_norm_3d_float32(request):
+    if rerun_on_simulator(request) is not None:
+        return
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 7)).astype(np.float32)
+    w, b = rng.standard_normal(7).astype(np.float32), rng.standard_normal(7).astype(np.float32)
+    got = dispatch("layer_norm", on_device(x), on_device(w), on_device(b)).numpy()
+    want = layer_norm_ref(x.astype(np.float64), w, b, 1e-5)
+    assert_close(got, want, "11.5", rtol=1e-5, atol=1e-5)
+
+
+@graded("11.5", points=2)
+def test_fused_layer_norm_reads_and_writes_once(request):
+    if rerun_on_simulator(request) is not None:
+        return
+    rows, cols = cb.MAX_BLOCKS + 2, 2 * tc.ROW_THREADS + 3
+    rng = np.random.default_rng(6)
+    x, w, b = (
+        rng.standard_normal((rows, cols)),
+        rng.standard_normal(cols),
+        rng.standard_normal(cols),
+    )
+    tx, tw, tb = on_device(x), on_device(w), on_device(b)
+    with count_traffic() as traffic:
+        y = dispatch("layer_norm", tx, tw, tb)
+    assert_close(y.numpy(), layer_norm_ref(x, w, b, 1e-5), "11.5", rtol=1e-9, atol=1e-9)
+    check(traffic.reads(tx) == x.size and traffic.max_reads_per_element(tx) == 1, "11.5",
+          "each element of x should be read from global memory once (cache the row in shared memory)",
+          value=[traffic.reads(tx), traffic.max_reads_per_element(tx)])  # fmt: skip
+    check(traffic.reads(tw) <= x.size and traffic.reads(tb) <= x.size, "11.5",
+          "weight and bias at most once per output element",
+          reads_w=traffic.reads(tw), reads_b=traffic.reads(tb))  # fmt: skip
+    check(traffic.writes(y) == x.size and traffic.total_global_writes == x.size, "11.5",
+          "each output element written once, nothing else", value=traffic.total_global_writes)  # fmt: skip
+    check(traffic.shared_writes >= 2 * rows * tc.ROW_THREADS, "11.5",
+          "the two reductions should go through shared memory", shared_writes=traffic.shared_writes)  # fmt: skip

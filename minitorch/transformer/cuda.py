@@ -1,0 +1,226 @@
+"""Chapter 11 on the ``cuda`` backend: fused softmax and layer norm (exercises 11.4, 11.5) and
+the gather, scatter-add and causal mask kernels (loaded with the cuda backend, on the simulator
+without a GPU).
+
+Softmax written with chapter 4's kernels is five launches (max, subtract, exp,
+sum, divide), each reading its input from global memory and writing a result
+there: about five reads and four writes per element. A *fused* kernel gives a
+row to one block, loads it into shared memory once, reduces the maximum and the
+sum in shared memory and writes each result once: one read and one write per
+element. ``minitorch.cuda.traffic`` counts both on the simulator (see the tests
+in ``autograder/tests/ch11/test_fused.py``).
+"""
+
+from __future__ import annotations
+
+import math  # noqa: F401  (math.exp and math.sqrt inside kernel bodies)
+
+import numpy as np
+
+from ..cuda import backend as cb  # first: it chooses the simulator before numba.cuda loads
+
+# isort: split
+import numba  # noqa: F401  (numba.float64 inside kernel bodies)
+from numba import cuda
+
+from ..exercises import exercise
+from ..profiler.core import launch
+from ..tensor.data import TensorData
+from ..tensor.indexing import strides_from_shape
+from . import ops
+
+# Threads per block of the row kernels (a power of two: the tree reductions halve it)
+# and the longest row a block caches in shared memory.
+ROW_THREADS = 16 if cb.SIMULATOR else 128
+MAX_COLS = 256 if cb.SIMULATOR else 2048
+
+
+@exercise("11.4")
+def softmax_kernel(threads: int, max_cols: int):
+    """Return the body of a fused softmax kernel: ``kernel(out, x, rows, cols)``.
+
+    ``x`` and ``out`` are contiguous ``(rows, cols)`` matrices stored as 1-D
+    device arrays; ``out[r, j] = exp(x[r, j] - m_r) / sum_j exp(x[r, j] - m_r)``
+    with ``m_r`` the row's maximum. The launch has ``threads`` threads per
+    block (a power of two) and fewer blocks than rows: block ``b`` handles rows
+    ``b, b + gridDim.x, ...``; its threads split the row's columns
+    (``j = threadIdx.x, threadIdx.x + threads, ...``). ``cols <= max_cols``.
+
+    The point is memory traffic. Per row:
+
+    * read each element of ``x`` from global memory **once**, into a row
+      cache ``cuda.shared.array(max_cols, numba.float64)``;
+    * reduce the maximum, then the sum of exponentials, across the block in a
+      ``cuda.shared.array(threads, numba.float64)`` (a tree: ``cuda.syncthreads()``
+      between levels);
+    * write each element of ``out`` once.
+
+    A row of ``-inf`` gives NaN, as numpy does. Sync before the next row
+    overwrites the shared arrays.
+
+    Example (what the backend does with it)::
+
+        k = cuda.jit(softmax_kernel(16, 256))
+        k[4, 16](out, x, rows, cols)
+    """
+    raise NotImplementedError("Exercise 11.4: softmax_kernel")
+
+
+@exercise("11.5")
+def layer_norm_kernel(threads: int, max_cols: int):
+    """Return the body of a fused layer-norm kernel: ``kernel(out, x, w, b, rows, cols, eps)``.
+
+    ``x`` and ``out`` are contiguous ``(rows, cols)`` matrices (1-D device
+    arrays), ``w`` and ``b`` have ``cols`` elements:
+    ``out[r, j] = (x[r, j] - mean_r) / sqrt(var_r + eps) * w[j] + b[j]``, with
+    the row's mean and its variance without Bessel's correction.
+    Same launch as :func:`softmax_kernel`: ``threads`` threads per block, a
+    block per row in a grid-stride loop over rows, ``cols <= max_cols``.
+
+    Traffic: each element of ``x`` is read from global memory once (cache the
+    row in shared memory), each element of ``out`` written once, ``w`` and
+    ``b`` read at most once per output element; the two reductions (the
+    sum, then the sum of squared deviations) go through shared memory.
+
+    Example::
+
+        k = cuda.jit(layer_norm_kernel(16, 256))
+        k[4, 16](out, x, w, b, rows, cols, 1e-5)
+    """
+    raise NotImplementedError("Exercise 11.5: layer_norm_kernel")
+
+
+# ---------------------------------------------------------------- launching the row kernels
+
+
+def _contiguous(x: TensorData) -> TensorData:
+    return x if x.is_contiguous() and x.offset == 0 else cb._BACKEND.copy(x)
+
+
+def _moved_last(x: TensorData, axis: int) -> TensorData:
+    order = [d for d in range(x.ndim) if d != axis] + [axis]
+    view = TensorData(
+        x.storage,
+        tuple(x.shape[d] for d in order),
+        tuple(x.strides[d] for d in order),
+        x.offset,
+    )
+    return _contiguous(view)
+
+
+def _blocks(rows: int) -> int:
+    return max(1, min(cb.MAX_BLOCKS, rows))
+
+
+def _host(fn, out, *inputs, **attrs):
+    """Rows longer than a block caches: compute on the host (the numpy kernel), as argmax does."""
+    args = [TensorData.from_numpy(cb._BACKEND.to_numpy(x)) for x in inputs]
+    return cb._BACKEND.from_numpy(fn(*args, out=out, **attrs).as_numpy_view())
+
+
+def softmax(x, out, axis):
+    rows_shape = tuple(n for d, n in enumerate(x.shape) if d != axis) + (x.shape[axis],)
+    cols = x.shape[axis]
+    if cols > MAX_COLS or out.dtype.kind != "f" or x.dtype != out.dtype:
+        from ..core.conv_ops import softmax_numpy
+
+        return _host(softmax_numpy, out, x, axis=axis)
+    src = _moved_last(x, axis)
+    result = cb._empty(rows_shape, out.dtype)
+    rows = result.size // cols if cols else 0
+    if result.size:
+        k = cb.compiled("11.4", ROW_THREADS, MAX_COLS)
+        launch(k, _blocks(rows), ROW_THREADS, result.storage, src.storage, rows, cols,
+               name="softmax")  # fmt: skip
+    if axis == x.ndim - 1:
+        return result
+    back = list(range(x.ndim - 1))
+    back.insert(axis, x.ndim - 1)
+    strides = strides_from_shape(rows_shape)
+    view = TensorData(result.storage, out.shape, tuple(strides[d] for d in back), 0)
+    return cb._BACKEND.copy(view)
+
+
+def layer_norm(x, weight, bias, out, eps):
+    cols = out.shape[-1]
+    same = all(t.dtype == out.dtype for t in (x, weight, bias))
+    if cols > MAX_COLS or not same:
+        return _host(ops.layer_norm_numpy, out, x, weight, bias, eps=eps)
+    src, w, b = (_contiguous(t) for t in (x, weight, bias))
+    result = cb._empty(out.shape, out.dtype)
+    rows = result.size // cols
+    if rows:
+        k = cb.compiled("11.5", ROW_THREADS, MAX_COLS)
+        launch(k, _blocks(rows), ROW_THREADS, result.storage, src.storage, w.storage, b.storage,
+               rows, cols, eps, name="layer_norm")  # fmt: skip
+    return result
+
+
+# ---------------------------------------------------------------- gather, scatter-add, mask
+
+
+def _gather(out, weight, ids, n, cols):
+    i = cuda.grid(1)
+    while i < n:
+        out[i] = weight[ids[i // cols] * cols + i % cols]
+        i += cuda.gridsize(1)
+
+
+def _scatter_add(out, grad, ids, n, cols):
+    i = cuda.grid(1)
+    while i < n:
+        cuda.atomic.add(out, ids[i // cols] * cols + i % cols, grad[i])  # two ids may share a row
+        i += cuda.gridsize(1)
+
+
+def _causal(out, x, n, tq, tk, fill):
+    e = cuda.grid(1)
+    while e < n:
+        i, j = (e // tk) % tq, e % tk
+        out[e] = x[e] if j <= i + tk - tq else fill
+        e += cuda.gridsize(1)
+
+
+_plain: dict = {}
+
+
+def _kernel(fn):
+    k = _plain.get(fn)
+    if k is None:
+        k = _plain[fn] = cuda.jit(fn)
+    return k
+
+
+def _launch(fn, n, *args, name):
+    launch(_kernel(fn), cb._blocks(n, cb.THREADS), cb.THREADS, *args, name=name)
+
+
+def embedding(weight, ids, out):
+    result = cb._empty(out.shape, out.dtype)
+    if result.size:
+        w, i = _contiguous(weight), _contiguous(ids)
+        _launch(_gather, result.size, result.storage, w.storage, i.storage, result.size,
+                out.shape[-1], name="embedding")  # fmt: skip
+    return result
+
+
+def embedding_grad(grad, ids, out, num_embeddings):
+    result = cb._BACKEND.from_numpy(np.zeros(out.shape, out.dtype))
+    if grad.size:
+        g, i = _contiguous(grad), _contiguous(ids)
+        _launch(_scatter_add, g.size, result.storage, g.storage, i.storage, g.size,
+                out.shape[-1], name="embedding_grad")  # fmt: skip
+    return result
+
+
+def causal_mask(x, out, fill):
+    result = cb._empty(out.shape, out.dtype)
+    if result.size:
+        src = _contiguous(x)
+        tq, tk = out.shape[-2:]
+        _launch(_causal, result.size, result.storage, src.storage, result.size, tq, tk,
+                out.dtype.type(fill), name="causal_mask")  # fmt: skip
+    return result
+
+
+__all__ = ["MAX_COLS", "ROW_THREADS", "layer_norm_kernel", "softmax_kernel"]

@@ -1,0 +1,102 @@
+"""Chapter 11's ops on the Numba backend: compiled loops over rows (loaded on first use).
+
+Inputs are made C-contiguous first (a copy only for strided views). The
+scatter-add runs on one thread: two ids may name the same row, and a parallel
+loop over ids would race on it; the gather and the row ops parallelise over rows.
+Non-float inputs fall back to the numpy kernels (both backends share host memory).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import prange
+
+from ..fast.backend import _floats, threads_for
+from ..tensor.data import TensorData
+from . import ops
+
+
+def _c(x: TensorData) -> np.ndarray:
+    return np.ascontiguousarray(x.as_numpy_view())
+
+
+@numba.njit(parallel=True)
+def _gather(out, weight, ids):
+    for k in prange(ids.size):
+        out[k, :] = weight[ids[k], :]
+
+
+@numba.njit(cache=True)
+def _scatter_add(out, grad, ids):
+    for k in range(ids.size):
+        out[ids[k], :] += grad[k, :]
+
+
+@numba.njit(parallel=True)
+def _layer_norm(out, x, w, b, eps):
+    n = x.shape[1]
+    for r in prange(x.shape[0]):
+        mean = 0.0
+        for j in range(n):
+            mean += x[r, j]
+        mean /= n
+        var = 0.0
+        for j in range(n):
+            d = x[r, j] - mean
+            var += d * d
+        inv = 1.0 / math.sqrt(var / n + eps)
+        for j in range(n):
+            out[r, j] = (x[r, j] - mean) * inv * w[j] + b[j]
+
+
+@numba.njit(parallel=True)
+def _causal(out, x, fill):
+    tq, tk = x.shape[1], x.shape[2]
+    for m in prange(x.shape[0]):
+        for i in range(tq):
+            for j in range(tk):
+                out[m, i, j] = x[m, i, j] if j <= i + tk - tq else fill
+
+
+def embedding(weight, ids, out):
+    if not _floats(out, weight):
+        return ops.embedding_numpy(weight, ids, out=out)
+    i = _c(ids).reshape(-1)
+    ops.check_ids("embedding", i, weight.shape[0])
+    result = np.empty((i.size, out.shape[-1]), out.dtype)
+    with threads_for(result.size):
+        _gather(result, _c(weight), i)
+    return TensorData.contiguous(result.reshape(-1), out.shape)
+
+
+def embedding_grad(grad, ids, out, num_embeddings):
+    if not _floats(out, grad):
+        return ops.embedding_grad_numpy(grad, ids, out=out, num_embeddings=num_embeddings)
+    i = _c(ids).reshape(-1)
+    ops.check_ids("embedding_grad", i, num_embeddings)
+    result = np.zeros(out.shape, out.dtype)
+    _scatter_add(result, _c(grad).reshape(i.size, out.shape[-1]), i)
+    return TensorData.contiguous(result.reshape(-1), out.shape)
+
+
+def layer_norm(x, weight, bias, out, eps):
+    if not _floats(out, x, weight, bias):
+        return ops.layer_norm_numpy(x, weight, bias, out=out, eps=eps)
+    rows = _c(x).reshape(-1, out.shape[-1])
+    result = np.empty_like(rows)
+    with threads_for(rows.size):
+        _layer_norm(result, rows, _c(weight), _c(bias), eps)
+    return TensorData.contiguous(result.reshape(-1), out.shape)
+
+
+def causal_mask(x, out, fill):
+    if not _floats(out, x):
+        return ops.causal_mask_numpy(x, out=out, fill=fill)
+    v = _c(x).reshape((-1,) + out.shape[-2:])
+    result = np.empty_like(v)
+    with threads_for(v.size):
+        _causal(result, v, out.dtype.type(fill))
+    return TensorData.contiguous(result.reshape(-1), out.shape)
