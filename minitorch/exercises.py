@@ -132,7 +132,11 @@ def _reference(ex: Exercise) -> Callable:
     try:
         return ex.reference()
     except ModuleNotFoundError as e:
-        if e.name not in ("solutions", "solutions.reference", f"solutions.reference.ch{ex.chapter}"):
+        if e.name not in (
+            "solutions",
+            "solutions.reference",
+            f"solutions.reference.ch{ex.chapter}",
+        ):
             raise
         return ex.stub
 
