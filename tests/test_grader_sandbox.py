@@ -88,6 +88,23 @@ def test_withheld_reference_keeps_signature_and_docstring():
         ns["g"](1)
 
 
+def test_a_reference_in_a_chapters_second_module_is_withheld_too(tmp_path):
+    """The issue's attack: a 7.6 stub calling ``solutions.reference.ch7_codegen.loop_strides``
+    scored full marks when only ``ch7.py`` was withheld. Every module of the chapter is."""
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    tree = sandbox.build_tree(package, True, sandbox.Withheld(exercise="7.6",
+                              names=frozenset({"loop_strides"})), dest=tmp_path / "tree")  # fmt: skip
+    codegen = (tree / "solutions/reference/ch7_codegen.py").read_text()
+    assert "reference of Exercise 7.6 is withheld" in codegen
+    ns: dict = {}
+    exec(compile(codegen, "ch7_codegen.py", "exec"), ns)
+    with pytest.raises(NotImplementedError, match="withheld"):
+        ns["loop_strides"]((2, 3), (3, 1), (2, 3))
+    sandbox.remove_tree(tree)
+
+
 def test_unknown_pth_files_are_not_loaded():
     assert all(p.endswith(".pth") for p in sandbox.installed_pth_files())
     assert not any("zz_" in p or "__editable__" in p for p in sandbox.installed_pth_files())
