@@ -59,12 +59,13 @@ def plant(repo: Path, attack: str) -> str:
     return exercise
 
 
-def grade(repo: Path, *args: str, code: int = 0) -> dict:
+def grade(repo: Path, *args: str, code: int = 0, cwd: Path | None = None) -> dict:
     out = repo / "results.json"
     cmd = [sys.executable, "-m", "autograder", "--official", "--submission", str(repo),
            "--json", str(out), "--timeout", "30", *args]  # fmt: skip
     env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "NUMBA_ENABLE_CUDASIM": "1"}
-    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=cwd or repo, env=env, capture_output=True, text=True,
+                          timeout=900)  # fmt: skip
     assert proc.returncode == code, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads(out.read_text())
     data["stdout"] = proc.stdout
@@ -110,7 +111,8 @@ def test_attack_earns_nothing(repo, attack):
     mine = [t for t in data["tests"] if t["name"].split()[0] == exercise]
     if attack.startswith("bench_"):  # a slow but correct answer: its tests pass, its benchmark not
         earned = {t["extra_data"]["kind"]: t["score"] for t in mine}
-        assert earned["benchmark"] == 0 and earned["test"] > 0, mine
+        assert earned["benchmark"] == 0, mine
+        assert earned["test"] == 0 if setting(attack, "VOIDS") else earned["test"] > 0, mine
     else:
         assert sum(t["score"] for t in mine) == 0 and mine, mine
     assert data["extra_data"].get("official") is True
@@ -186,12 +188,15 @@ def test_planting_a_correct_answer_earns_full_marks(repo):
 def test_edited_grader_files_are_refused_or_ignored(repo, rel, old, new):
     """The grader's own copy is checked against its hashes; the submission's copies of the
     grader's files are never used (only its minitorch/, with the grader's exercises.py)."""
-    path = repo / rel
+    if rel.startswith("autograder/"):  # the grader's own copy: refused
+        edit_at, graded, code = repo, repo, 2
+    else:  # the submission's copy (a folder of its own): never used
+        graded = edit_at = repo / "submission"
+        shutil.copytree(repo / "minitorch", graded / "minitorch")
+        code = 0
+    path = edit_at / rel
     text = path.read_text()
     assert old in text
     path.write_text(text.replace(old, new, 1))
-    if rel.startswith("autograder/"):
-        data = grade(repo, "--exercise", "1.3", code=2)
-    else:
-        data = grade(repo, "--exercise", "1.3")
+    data = grade(graded, "--exercise", "1.3", code=code, cwd=repo)
     assert data["score"] == 0

@@ -105,6 +105,8 @@ class Bench:
                 return ev
             if ev["event"] == "result":
                 raise Failed("the benchmark ended while being timed")
+            if ev["event"] not in ("ready", "start", "check"):  # anything else is out of turn
+                raise Failed(f"a {ev['event']} record out of turn (expected {'/'.join(kinds)})")
 
     def handle(self, ev: dict) -> None:
         """L reached a ``compare`` or ``fresh`` (record ``ev``): time it. On any failure

@@ -230,6 +230,8 @@ class Session:
                     elif kind == "start":
                         t_start, cpu_start = time.monotonic(), child.cpu()
                         self.progress(ev["nodeid"], None)
+                    elif kind in ("sampled", "output") and (bench is None or not bench.problem):
+                        raise Forged(f"a {kind} record the grader did not ask for")
                     elif kind in ("sides", "fresh"):
                         if bench is None:
                             bench = self.bench(proto.current, child, read, tree)
