@@ -79,10 +79,14 @@ def _layers(items):
     return depth
 
 
-def draw_dag(ax, items, title="", outputs=()):
+def draw_dag(ax, items, title="", outputs=(), colours=None, edges=None, curve_skips=False):
     """Draw a DAG given in topological order as ``(key, label, kind, input_keys)``.
 
-    ``kind`` is ``"input"``, ``"const"`` or ``"op"`` and picks the box colour.
+    ``kind`` is ``"input"``, ``"const"`` or ``"op"`` and picks the box colour;
+    ``colours`` (key -> colour) overrides it per node. ``edges`` maps
+    ``(input_key, key)`` to arrow options (``color``, ``ls``, ``lw``, ``label``);
+    ``curve_skips`` bends an edge that skips a layer, so it does not run through
+    the nodes between its ends.
     Layers run top to bottom; nodes of one layer are spread left to right.
     """
     depth = _layers(items)
@@ -94,10 +98,15 @@ def draw_dag(ax, items, title="", outputs=()):
     for d, keys in by_layer.items():
         for k, key in enumerate(keys):
             xy[key] = ((k + 0.5) * width / len(keys), -d)
-    colours = {"input": "#cfe8ff", "const": "#eeeeee", "op": "#ffe4b5", "grad": "#d8f5d0"}
+    palette = {"input": "#cfe8ff", "const": "#eeeeee", "op": "#ffe4b5", "grad": "#d8f5d0"}
+    edges = edges or {}
+    labels = []  # placed once the axes' scale is known (a bent arrow's middle depends on it)
     for key, _label, _kind, inputs in items:
         for i in inputs:
             if i in xy:
+                style = edges.get((i, key), {})
+                (x0, y0), (x1, y1) = xy[i], xy[key]
+                rad = -0.8 if curve_skips and y0 - y1 > 1 and abs(x0 - x1) < 1e-9 else 0.0
                 ax.add_patch(
                     FancyArrowPatch(
                         xy[i],
@@ -106,11 +115,17 @@ def draw_dag(ax, items, title="", outputs=()):
                         mutation_scale=10,
                         shrinkA=11,
                         shrinkB=11,
-                        color="gray",
+                        color=style.get("color", "gray"),
+                        linestyle=style.get("ls", "-"),
+                        linewidth=style.get("lw", 1.0),
+                        connectionstyle=f"arc3,rad={rad}",
                     )
                 )
+                if style.get("label"):
+                    labels.append((x0, y0, x1, y1, rad, style))
     for key, label, kind, _ in items:
         x, y = xy[key]
+        kind = (colours or {}).get(key, kind)
         ax.text(
             x,
             y,
@@ -119,7 +134,7 @@ def draw_dag(ax, items, title="", outputs=()):
             va="center",
             fontsize=7,
             family="monospace",
-            bbox={"boxstyle": "round,pad=0.3", "fc": colours.get(kind, "white"), "ec": "black"},
+            bbox={"boxstyle": "round,pad=0.3", "fc": palette.get(kind, kind), "ec": "black"},
         )
     for k, o in enumerate(outputs):
         x, y = xy[o]
@@ -133,6 +148,20 @@ def draw_dag(ax, items, title="", outputs=()):
         )
     ax.set_xlim(-0.2, width + 0.2)
     ax.set_ylim(-max(by_layer) - (1.0 if outputs else 0.5), 0.5)
+    box = ax.get_window_extent()
+    x_per_y = (box.height / (max(by_layer) + 1.5)) / (box.width / (width + 0.4))
+    for x0, y0, x1, y1, rad, style in labels:
+        # arc3 bends by rad * (dy, -dx) in display space; the curve's middle is half that
+        ax.text(
+            (x0 + x1) / 2 + rad / 2 * (y1 - y0) * x_per_y,
+            (y0 + y1) / 2 - rad / 2 * (x1 - x0) / x_per_y,
+            style["label"],
+            ha="left" if rad else "center",
+            va="center",
+            fontsize=6,
+            color=style.get("color", "gray"),
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
+        )
     ax.set_title(title, fontsize=9)
     ax.axis("off")
 
@@ -261,3 +290,204 @@ def draw_coalescing(ax, threads=8, row_len=8):
     ax.set_xlim(-0.3, 16.3)
     ax.set_ylim(-4.2, 2.2)
     ax.axis("off")
+
+
+# --------------------------------------------------------------- chapter 6: passes
+def draw_before_after(before, after, titles=("traced", "after the passes"), height=None):
+    """Two graphs side by side, on one vertical scale (so a shorter graph looks shorter)."""
+    items = [graph_items(g) for g in (before, after)]
+    depth = max(max(_layers(i).values()) + 1 for i in items)
+    fig, axes = plt.subplots(1, 2, figsize=(11, height or 0.7 * depth + 1.0))
+    for ax, g, it, title in zip(axes, (before, after), items, titles):
+        draw_dag(ax, it, f"{title}: {len(g.ops)} ops", outputs=g.outputs)
+        ax.set_ylim(-depth - 0.5, 0.5)
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------- chapter 7: fusion
+def draw_fusion(graph, title=""):
+    """The unfused graph with each fused group in its own colour and every refused
+    producer -> consumer edge drawn red, dashed and labelled with the fuser's reason.
+
+    Groups are found by the fuser itself (``find_groups`` on a copy), so the picture
+    is the decision the compiler makes, not a drawing of it.
+    """
+    from matplotlib.patches import Patch
+
+    from minitorch.fusion.group import find_groups, is_compute
+    from minitorch.passes import clone_graph
+
+    g = clone_graph(graph)
+    groups, refusals, _ = find_groups(g)
+    groups = [gr for gr in groups if sum(1 for m in gr.members if is_compute(m)) >= 2]
+    cmap = plt.get_cmap("Set2")
+    colours, edges, handles = {}, {}, []
+    for k, gr in enumerate(groups):
+        c = cmap(k % 8)
+        kind = "epilogue" if gr.anchor else "reduce" if gr.reduce else "elementwise"
+        handles.append(Patch(fc=c, ec="black", label=f"fused_{k} [{kind}]"))
+        for m in gr.members:
+            colours[m] = c
+            for i in m.inputs:
+                if i in gr.members:
+                    edges[(i, m)] = {"color": "black", "lw": 2.0}
+    for r in refusals:
+        if r.consumer is not None:
+            edges[(r.producer, r.consumer)] = {"color": "tab:red", "ls": "--", "label": r.reason}
+    items = graph_items(g)
+    depth = max(_layers(items).values()) + 1
+    fig, ax = plt.subplots(figsize=(9, 1.0 * depth + 1.0))
+    draw_dag(
+        ax, items, title or g.name, outputs=g.outputs, colours=colours, edges=edges, curve_skips=True
+    )
+    handles.append(Patch(fc="#ffe4b5", ec="black", label="runs alone"))
+    handles.append(plt.Line2D([], [], color="tab:red", ls="--", label="refused merge (reason)"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------- chapter 9: training
+PHASE_COLOURS = {"forward": "#cfe8ff", "backward": "#ffd8b1", "update": "#d8f5d0"}
+
+
+def step_phases(graph, phases):
+    """Each op node of a traced step -> "forward" / "backward" / "update", in graph order.
+
+    ``phases`` is the compiled entry's op count per phase (the tracer records the
+    phases in that order).
+    """
+    out, k = {}, 0
+    bounds = [("forward", phases["forward"]), ("backward", phases["backward"])]
+    for n in graph.ops:
+        left = k
+        phase = "update"
+        for name, count in bounds:
+            if left < count:
+                phase = name
+                break
+            left -= count
+        out[n] = phase
+        k += 1
+    return out
+
+
+def draw_step_graph(graph, phases, title=""):
+    """A traced training step in program order, one lane per phase.
+
+    Each op is a box in its phase's lane at its position in the program; an arc
+    joins a forward value to every backward op that reads it: the saved
+    activations, whose boxes get a thick outline. The span of the arcs is how long
+    each saved value must stay alive.
+    """
+    from matplotlib.patches import Patch
+
+    phase = step_phases(graph, phases)
+    lanes = {"forward": 2, "backward": 1, "update": 0}
+    order = {n: k for k, n in enumerate(graph.ops)}
+    saved = {
+        i
+        for n in graph.ops
+        if phase[n] == "backward"
+        for i in n.inputs
+        if i in phase and phase[i] == "forward"
+    }
+    fig, ax = plt.subplots(figsize=(max(10, 0.2 * len(order)), 4.2))
+    for n in graph.ops:
+        if phase[n] != "backward":
+            continue
+        for i in n.inputs:
+            if i in saved:
+                x0, x1 = order[i], order[n]
+                ax.annotate(
+                    "",
+                    (x1, lanes["backward"] + 0.25),
+                    (x0, lanes["forward"] - 0.25),
+                    arrowprops={
+                        "arrowstyle": "-|>",
+                        "color": "tab:purple",
+                        "lw": 0.8,
+                        "alpha": 0.6,
+                        "connectionstyle": "arc3,rad=-0.15",
+                    },
+                )
+    for n in graph.ops:
+        x, y = order[n], lanes[phase[n]]
+        ax.text(
+            x,
+            y,
+            n.op,
+            rotation=90,
+            ha="center",
+            va="center",
+            fontsize=7,
+            family="monospace",
+            bbox={
+                "boxstyle": "round,pad=0.2",
+                "fc": PHASE_COLOURS[phase[n]],
+                "ec": "tab:purple" if n in saved else "black",
+                "lw": 2.0 if n in saved else 0.5,
+            },
+        )
+    ax.set_yticks(list(lanes.values()), list(lanes))
+    ax.set_xlim(-1, len(order))
+    ax.set_ylim(-0.7, 2.7)
+    ax.set_xlabel("position in the step's program (op number)")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    handles = [Patch(fc=c, ec="black", label=p) for p, c in PHASE_COLOURS.items()]
+    handles.append(Patch(fc="white", ec="tab:purple", lw=2, label=f"saved for backward ({len(saved)})"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.set_title(title or f"{graph.name}: {len(order)} ops", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def draw_gantt(ax, records, title=""):
+    """A schedule as a Gantt chart: ``records`` are ``(lane, start_s, end_s, label)``."""
+    lanes = sorted({r[0] for r in records}, key=str)
+    t0 = min(r[1] for r in records)
+    span = max(r[2] for r in records) - t0
+    cmap = plt.get_cmap("tab10")
+    for k, (lane, start, end, label) in enumerate(records):
+        row = lanes.index(lane)
+        ax.broken_barh(
+            [((start - t0) * 1e3, (end - start) * 1e3)],
+            (row - 0.35, 0.7),
+            facecolor=cmap(k % 10),
+            edgecolor="black",
+            lw=0.5,
+        )
+        if end - start < span / 14:  # too narrow to hold its label
+            continue
+        ax.text(
+            (start + end) / 2 * 1e3 - t0 * 1e3,
+            row,
+            label,
+            ha="center",
+            va="center",
+            fontsize=7,
+            clip_on=True,
+        )
+    ax.set_yticks(range(len(lanes)), [str(x) for x in lanes])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms since the call started")
+    ax.set_title(title, fontsize=9)
+
+
+# --------------------------------------------------------------- tables
+def html_table(header, rows, caption=""):
+    """A table as HTML (an ``IPython.display.HTML``): wide tables wrap in the page
+    instead of running off its right edge as printed text does."""
+    from html import escape
+
+    from IPython.display import HTML
+
+    def cell(v):
+        return escape(f"{v:,.3g}" if isinstance(v, float) else str(v))
+
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
+    cap = f"<caption>{escape(caption)}</caption>" if caption else ""
+    return HTML(f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")

@@ -96,6 +96,20 @@ def test_one_trace_over_lengths_and_batch_sizes(small):
     assert any("dynamic" in line for line in out["dynamic"])
 
 
+@pytest.mark.parametrize("mark", [True, False])
+def test_compiled_training_over_lengths_and_batch_sizes_traces_a_handful(small, mark):
+    text, tok, _ = small
+    seqs = pieces(text, tok, 16)
+    out = M.dynamic_training(
+        tok.vocab, seqs, 12, batch_size=2, multiple=4, mark=mark,
+        context=16, width=16, heads=2, layers=1,
+    )  # fmt: skip
+    assert out["shapes"] >= 3 and not out["eager_fallback"], out
+    assert out["traces"] <= (2 if mark else 4), out["recompiles"]
+    assert out["max_abs_diff"] < 1e-5
+    assert any("is dynamic" in line for line in out["dynamic"]), out["dynamic"]
+
+
 def test_onnx_greedy_matches(small):
     pytest.importorskip("onnxruntime")
     _, tok, model = small

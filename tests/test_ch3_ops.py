@@ -134,10 +134,10 @@ def test_generated_kernels_are_keyed_by_source(tmp_path, monkeypatch):
     from minitorch.fast import compile as jit
     from minitorch.fast import scalars
 
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MINITORCH_CACHE_DIR", str(tmp_path))
     k1 = jit.elementwise("3.1", "probe", scalars.neg)
     assert jit.elementwise("3.1", "probe", scalars.neg) is k1
-    files = list((tmp_path / "minitorch_kernels").glob("mt_3_1_probe_*.py"))
+    files = list((tmp_path / "fast").glob("mt_3_1_probe_*.py"))
     assert len(files) == 1
     out = np.empty(3, np.float32)
     idx = np.array([3], np.int64), np.array([1], np.int64)

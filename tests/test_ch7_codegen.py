@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(autouse=True)
 def reference(tmp_path, monkeypatch):
-    monkeypatch.setenv("MINITORCH_KERNEL_CACHE", str(tmp_path / "kernels"))
+    monkeypatch.setenv("MINITORCH_CACHE_DIR", str(tmp_path / "cache"))
     mode = mt.get_mode()
     mt.exercises._set("reference", None)
     yield
@@ -131,7 +131,7 @@ def test_second_process_compiles_nothing(tmp_path):
         print(cache.STATS["compiled"], cache.STATS["loaded"])
         """
     )
-    env = dict(os.environ, MINITORCH_KERNEL_CACHE=str(tmp_path / "k"), PYTHONPATH=ROOT)
+    env = dict(os.environ, MINITORCH_CACHE_DIR=str(tmp_path / "k"), PYTHONPATH=ROOT)
     runs = [
         subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
         for _ in range(2)
@@ -141,7 +141,7 @@ def test_second_process_compiles_nothing(tmp_path):
     first = [int(v) for v in runs[0].stdout.split()]
     second = [int(v) for v in runs[1].stdout.split()]
     assert first[0] >= 1 and second == [0, first[0]], (first, second)
-    assert list((tmp_path / "k").glob("mt_*.py"))
+    assert list((tmp_path / "k" / "kernels").glob("mt_*.py"))
 
 
 def test_unhandled_group_runs_on_numpy_with_a_reason():

@@ -191,3 +191,68 @@ def test_training_loop_with_a_dataloader_traces_once():
     for a, b in zip(eager.parameters(), compiled.parameters()):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
     assert step.trace_count == 1, step.recompiles
+
+
+def _heads_step(w, opt):
+    def step(x):  # x (B, T, 6): heads by reshape(B, T, 2, 3), as transformers usually split
+        opt.zero_grad()
+        b, t, c = x.shape
+        h = (x @ w).reshape(b, t, 2, 3).permute(0, 2, 1, 3)  # (B, 2, T, 3)
+        loss = (h.tanh() * h).sum(axis=-1).sum() * 0.01
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+@pytest.mark.parametrize("mark", [True, False])
+def test_compiled_step_is_dynamic_and_a_reshape_of_the_sizes_follows_them(mark):
+    """A training step honours dynamic dims; reshape(B, T, 2, 3) and the backward's expand
+    to (B, T, ...) hold the sizes as attributes, which follow the symbols: no retrace."""
+    from minitorch import nn
+    from minitorch.nn.optim import SGD
+
+    runs = {}
+    for compiled in (False, True):
+        w = nn.Parameter(T(6, 6, seed=9))
+        opt = SGD([w], lr=0.1, momentum=0.9)
+        f = _heads_step(w, opt)
+        f = minitorch.compile(f) if compiled else f
+        out = []
+        for k, (b, t) in enumerate([(4, 5), (4, 7), (3, 7), (5, 2), (6, 9), (3, 7)]):
+            x = T(b, t, 6, seed=k)
+            if compiled and mark:
+                minitorch.mark_dynamic(minitorch.mark_dynamic(x, 0), 1)
+            out.append(float(f(x).item()))
+        runs[compiled] = out, w.numpy().copy(), f
+    np.testing.assert_allclose(runs[True][0], runs[False][0], rtol=1e-5)
+    np.testing.assert_allclose(runs[True][1], runs[False][1], rtol=1e-5)
+    f = runs[True][2]
+    assert f.trace_count == (1 if mark else 3), f.recompiles  # automatic: T, then B
+    lines = " ".join(x for e in f.dynamic for x in e.lines)
+    assert "x.shape[0] is dynamic" in lines and "x.shape[1] is dynamic" in lines
+    assert "reshape.shape" in lines and "expand.shape" in lines
+    report = minitorch.explain(f)(minitorch.mark_dynamic(T(2, 3, 6), 0))
+    assert "dynamic dims:" in str(report)
+
+
+def test_compiled_step_keeps_a_flattening_reshape_static_with_a_reason():
+    from minitorch import nn
+    from minitorch.nn.optim import SGD
+
+    w = nn.Parameter(T(6, 6, seed=9))
+    opt = SGD([w], lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        loss = (x @ w).reshape(x.shape[0] * x.shape[1], 6).sum() * 0.01  # B * T: a new number
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = minitorch.compile(step)
+    for b in (4, 5):
+        f(minitorch.mark_dynamic(T(b, 3, 6, seed=b), 0))
+    assert f.trace_count == 2 and not f.dynamic
+    assert "kept static" in f.recompiles[-1] and "Python number" in f.recompiles[-1]

@@ -10,7 +10,10 @@ over every use) before it is passed on to the tensor's inputs.
 
 from __future__ import annotations
 
+import warnings
+
 from ..core import dtypes as dt
+from ..core import tensor as _tensor
 from ..core.creation import ones
 from ..core.errors import OpError
 from ..core.tensor import Tensor, no_grad
@@ -106,6 +109,14 @@ def backward(root: Tensor, grad: Tensor | None = None) -> None:
     computed with grad mode off, so they are plain tensors without a graph.
     """
     seed = _seed(root, grad, "backward")
+    if getattr(root, "_backward_ran", False):  # allowed (it accumulates), but never silently
+        warnings.warn(
+            "backward() ran on this graph before: its gradients are added to .grad a second "
+            "time. Hint: compute the loss again for a new step, or zero_grad() in between",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    root._backward_ran = True
     with no_grad():
         grads = backpropagate(root, seed)
         for t in toposort(root):
@@ -160,3 +171,7 @@ def graph_size(root: Tensor) -> int:
             seen.add(id(t))
             stack.extend(t._node.inputs)
     return len(seen)
+
+
+if not _tensor.BACKWARD:  # ``Tensor.backward`` calls this (chapter 1 knows no later chapter)
+    _tensor.BACKWARD.append(backward)

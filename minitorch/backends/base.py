@@ -40,6 +40,12 @@ class Backend:
         """A kernel built from the op's description alone, or None."""
         return None
 
+    def prepare(self, op: OpDef, out, inputs: list) -> Callable | None:
+        """For a compiled plan: ``op``'s kernel specialised to the result spec ``out`` and
+        the input specs, taking ``dest=`` (a 1-D array to write into); None: use
+        :meth:`kernel` (chapter 8 copies an allocated result into its place)."""
+        return None
+
     # host <-> backend storage
     def from_numpy(self, array: np.ndarray) -> TensorData:
         return TensorData.from_numpy(array)

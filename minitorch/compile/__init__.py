@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from ..core.errors import OpError
 from ..passes.options import CompileOptions
+from ..tracing.jit import check_arguments
+from . import parallel  # noqa: F401  (registers the parallel stage)
 from .autotune import autotune_choice, tune_plan
 from .backward import backward_graph, backward_order
 from .runner import build_function, plan_source
@@ -50,6 +52,7 @@ def compile(model_or_fn=None, *, mode: str = "default", fullgraph: bool = False,
     options = options_for(mode)
     if model_or_fn is None:
         return lambda f: compile(f, mode=mode, fullgraph=fullgraph, debug=debug)
+    check_arguments("compile", model_or_fn, fullgraph=fullgraph, debug=debug)
     from ..nn.module import Module
 
     if isinstance(model_or_fn, Module):

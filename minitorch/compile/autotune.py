@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..core import cachedir
 from ..core.errors import OpError
 from ..exercises import exercise
 from ..tensor.data import TensorData
@@ -43,10 +44,7 @@ def autotune_choice(
 
 
 def cache_path() -> str:
-    base = os.environ.get("MINITORCH_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "minitorch"
-    )
-    return os.path.join(base, "autotune.json")
+    return str(cachedir.folder("") / "autotune.json")
 
 
 def load_cache(path: str | None = None) -> dict:

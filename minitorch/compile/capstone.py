@@ -55,6 +55,19 @@ def _accuracy(model, x, y) -> float:
     return float((pred == y).mean())
 
 
+def training_step(model, opt, loss_fn):
+    """The step every row trains with: ``zero_grad``, forward, ``backward``, ``step``."""
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def train_row(
     name, make_model, loss_fn, epochs, lr, mode="default", batch_size=32, seed=0, pairs=40
 ):
@@ -67,15 +80,7 @@ def train_row(
     runs, steps = {}, {}
     for compiled in (False, True):
         model = make_model()
-        opt = SGD(model, lr=lr, momentum=0.9)
-
-        def step(x, y, model=model, opt=opt):
-            opt.zero_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = training_step(model, SGD(model, lr=lr, momentum=0.9), loss_fn)
         f = steps[compiled] = compile_(step, mode=mode) if compiled else step
         loader = DataLoader(x_train, y_train, batch_size=batch_size, seed=seed)
         losses, first = [], None
@@ -93,15 +98,7 @@ def train_row(
         second = None
         if compiled:  # a second model of the same shapes: what a fresh compile costs now
             other = make_model()
-            opt2 = SGD(other, lr=lr, momentum=0.9)
-
-            def step2(x, y, model=other, opt=opt2):
-                opt.zero_grad()
-                loss = loss_fn(model(x), y)
-                loss.backward()
-                opt.step()
-                return loss
-
+            step2 = training_step(other, SGD(other, lr=lr, momentum=0.9), loss_fn)
             t0 = time.perf_counter()
             compile_(step2, mode=mode)(xb, yb)
             second = time.perf_counter() - t0

@@ -14,32 +14,47 @@ after a retrace caused only by that dimension's size (as ``torch.compile`` does)
   fusion, memory plan) once per size, kept in a small per-size cache.
 
 A graph is only reused across sizes if Python did not bake the size into it (a
-reshape to ``(x.shape[0] * 3,)``, a division by ``x.shape[0]``). jit checks this by
-comparing two traces at different sizes: the second one, re-specialised to the
-first one's sizes, must be the same program, constants and attributes included.
-Otherwise the dimension stays static and the reason is kept for ``explain``.
-Limit: a Python ``if`` on the size that both traced sizes take alike is not seen.
+reshape to ``(x.shape[0] * 3,)``, a division by ``x.shape[0]``, a branch on it). jit
+checks this by comparing traces at other sizes: every size traced so far for the
+same Python state, one at the smallest sizes the symbols admit and, for a marked
+input, one at a larger size; each, re-specialised, must be the same program,
+constants and attributes included. Otherwise the dimension stays static and the
+reason is kept for ``explain``. Limit: a Python ``if`` on the size that every
+compared size takes alike (``x.shape[0] > 1000``) is not seen.
+
+A size kept in an attribute (``reshape(B, T, H, D)``, the ``expand`` a backward makes
+to its input's shape) is not a number Python computed: when an entry equals a symbol's
+size in every trace compared, it becomes a template filled in per size. A compiled
+training step (chapter 9's ``CompiledStep``) takes part through :class:`StepView`: its
+probes trace the whole step, its per-size plans run with the step's write-back.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core import capability
 from ..core.errors import OpError
 from ..core.registry import Spec, get_op  # noqa: F401  (exercise 9.8 uses get_op)
 from ..core.tensor import Tensor
 from ..exercises import exercise
 from ..passes.rewrite import clone_graph  # noqa: F401  (exercise 9.8 uses it)
 from ..tracing.graph import Graph
+from .step import StepEntry, trace_step
 
 log = logging.getLogger("minitorch.jit")
 
 MIN_SIZE = 2  # a symbol stands for sizes >= 2: 0 and 1 are specialised
 PER_SIZE_CACHE = 8  # compiled plans kept per dynamic graph (one per concrete size)
+# Attributes that are sizes, one per output dim: a backward's ``expand`` to the input's
+# shape, a ``reshape(B, T, H, D)``. An entry that equals a symbol's size in every trace
+# compared (other sizes, distinct per symbol) follows that symbol at every size.
+SIZED_ATTRS = {"expand": "shape", "reshape": "shape"}
 
 
 def mark_dynamic(x: Tensor, dim: int) -> Tensor:
@@ -50,7 +65,13 @@ def mark_dynamic(x: Tensor, dim: int) -> Tensor:
     """
     if not isinstance(x, Tensor):
         raise OpError("mark_dynamic", f"expects a Tensor, got {type(x).__name__}")
-    if not isinstance(dim, int) or isinstance(dim, bool) or not -x.ndim <= dim < x.ndim:
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise OpError(
+            "mark_dynamic",
+            f"dim must be an int, got {type(dim).__name__} {dim!r}",
+            hint=f"pass an int in [{-x.ndim}, {x.ndim}), e.g. mark_dynamic(x, 0)",
+        )
+    if not -x.ndim <= dim < x.ndim:
         raise OpError(
             "mark_dynamic",
             f"dim {dim!r} is out of range for a tensor with {x.ndim} dimension(s)",
@@ -193,6 +214,7 @@ class DynamicEntry:
     lines: list[str]  # for explain: which dims are dynamic and why
     plans: OrderedDict = field(default_factory=OrderedDict)
     compiled_sizes: int = 0
+    templates: dict = field(default_factory=dict)  # node index -> (attr, sizes with symbols)
 
     def specs(self, values) -> list[Spec]:
         feeds = self.trace.feeds
@@ -206,6 +228,10 @@ class DynamicEntry:
         shapes = tuple(s.shape for s in specs)
         plan = self.plans.get(shapes)
         if plan is None:
+            if self.templates:
+                graph = with_sizes(
+                    graph, self.templates, symbol_sizes(self.guard, self.specs(values))
+                )
             g = respecialize(graph, specs)
             plan = self.plans[shapes] = g.compile(passes=jf.passes, options=jf.options)
             self.compiled_sizes += 1
@@ -216,30 +242,118 @@ class DynamicEntry:
         return plan
 
 
+def symbol_sizes(guard: list[InputGuard], specs: list[Spec]) -> dict:
+    """Each symbol's size in ``specs`` (which fit ``guard``)."""
+    return {
+        x: n for g, s in zip(guard, specs) for x, n in zip(g.dims, s.shape) if isinstance(x, str)
+    }
+
+
+def sized_templates(graph: Graph, guard, guarded, traces) -> dict:
+    """The size attributes of ``graph`` (:data:`SIZED_ATTRS`) whose entries follow a symbol.
+
+    An entry follows symbol ``s`` when it equals ``s``'s size in ``graph`` and in every
+    trace of ``traces`` (the same program at other sizes that fit ``guard``).
+    Returns ``{node index: (attr, template)}``, the template's entries ints or symbols.
+    """
+
+    def sizes(g):
+        return symbol_sizes(guard, [g.inputs[k].spec for k in guarded])
+
+    others = [
+        (t.graph, sizes(t.graph))
+        for t in traces
+        if len(t.graph.nodes) == len(graph.nodes)
+        and not symbolic_guard_failures(guard, [t.graph.inputs[k].spec for k in guarded])
+    ]
+    if not others:
+        return {}
+    base, out = sizes(graph), {}
+    for k, n in enumerate(graph.nodes):
+        name = SIZED_ATTRS.get(n.op)
+        shape = n.attrs.get(name) if name else None
+        if not isinstance(shape, tuple):
+            continue
+        seen = [g.nodes[k].attrs.get(name) if g.nodes[k].op == n.op else None for g, _ in others]
+        if any(not isinstance(o, tuple) or len(o) != len(shape) for o in seen):
+            continue
+        template = []
+        for p, v in enumerate(shape):
+            syms = [x for x, size in base.items() if size == v]
+            syms = [x for x in syms if all(sz[x] == o[p] for (_, sz), o in zip(others, seen))]
+            template.append(syms[0] if syms else v)
+        if template != list(shape):
+            out[k] = (name, tuple(template))
+    return out
+
+
+def with_sizes(graph: Graph, templates: dict, sizes: dict) -> Graph:
+    """A copy of ``graph`` whose size attributes are its templates at ``sizes`` (symbol -> int)."""
+    g = clone_graph(graph)
+    for k, (name, template) in templates.items():
+        node = g.nodes[k]
+        node.attrs = {**node.attrs, name: tuple(sizes.get(x, x) for x in template)}
+    return g
+
+
 def _statics(key) -> tuple:
-    return tuple(e for e in key[0] if e and e[0] != "tensor"), key[1], key[2]
+    # a compiled step's key also holds its parameters' and optimizer's specs (key[3:])
+    return tuple(e for e in key[0] if e and e[0] != "tensor"), key[1], key[2], *key[3:]
 
 
-def find(jf, values, key):
+class StepView:
+    """A compiled step's entry as a jit trace for this module: its traced graph, where its
+    inputs come from (an int for an argument), its guards; a run writes back as the step does.
+    """
+
+    def __init__(self, entry, ctx):
+        self.entry, self.ctx = entry, ctx
+        self.compiled, self.graph = entry.compiled, entry.compiled.traced
+        self.feeds = [f[1] if f[0] == "arg" else f for f in entry.feeds]
+        self.breaks, self.eager = [], None
+        self._sized: dict = {}  # id(plan) -> a copy of the entry running that size's plan
+
+    def check(self, fn, values, ctx=None) -> list[str]:
+        return self.entry.check(fn, values, ctx if ctx is not None else self.ctx)
+
+    def run(self, jf, plan, values, ctx):
+        sized = self._sized.get(id(plan))
+        if sized is None or sized.compiled is not plan:
+            sized = self._sized[id(plan)] = copy.copy(self.entry)
+            sized.compiled = plan
+        jf.last = sized
+        return sized.run(values, *ctx)
+
+
+def _view(entry, ctx):
+    """What this module reads of a cache entry: a jit trace as it is, a step's through a view."""
+    if isinstance(entry, StepEntry):
+        return StepView(entry, ctx)
+    return entry if hasattr(entry, "breaks") else None  # a step that ran eagerly: nothing
+
+
+def find(jf, values, key, ctx=None):
     """The dynamic entry of ``jf`` that fits this call, or None and why none fits."""
     reasons = []
     for entry in reversed(jf.dynamic):
         if entry.statics != _statics(key):
             continue
         failed = symbolic_guard_failures(entry.guard, entry.specs(values))
-        failed = failed or entry.trace.check(jf.fn, values)
+        failed = failed or entry.trace.check(jf.fn, values, ctx)
         if not failed:
             return entry, []
         reasons = reasons or failed
     return None, reasons
 
 
-def run(jf, entry: DynamicEntry, values):
+def run(jf, entry: DynamicEntry, values, ctx=None):
     compiled = entry.compiled_for(jf, values)
+    if isinstance(entry.trace, StepView):
+        return entry.trace.run(jf, compiled, values, ctx)
     return compiled.run(*entry.trace.inputs(jf.fn, values))
 
 
-def _candidates(jf, names, values, key, prev) -> tuple[dict, str, object]:
+def _candidates(jf, names, values, key, prev, ctx) -> tuple[dict, str, object]:
     """Dims to make dynamic: marked ones, and those a retrace changed (only them)."""
     dims = {i: set(marked_dims(v)) for i, v in enumerate(values) if marked_dims(v)}
     why = {(i, d): "marked with mark_dynamic" for i in dims for d in dims[i]}
@@ -258,35 +372,46 @@ def _candidates(jf, names, values, key, prev) -> tuple[dict, str, object]:
             elif a != b:
                 changed = {}
                 break
-        old = jf.store.entries.get(prev) or []
-        if changed and old and old[-1].compiled is not None:
+        old = [_view(e, ctx) for e in jf.store.entries.get(prev) or []]
+        if changed and old and old[-1] is not None and old[-1].compiled is not None:
             other = old[-1]
             for i, d in changed:
                 dims.setdefault(i, set()).add(d)
                 why.setdefault((i, d), "automatically: a retrace was caused only by its size")
+            earlier = [  # what an earlier entry made dynamic stays dynamic
+                (e.trace.feeds[k], d)
+                for e in jf.dynamic
+                if e.statics == _statics(key)
+                for k, g in zip(e.guarded, e.guard)
+                for d, x in enumerate(g.dims)
+                if isinstance(x, str)
+            ]
+            for i, d in earlier:
+                dims.setdefault(i, set()).add(d)
+                why.setdefault((i, d), "automatically: dynamic in an earlier trace")
     return dims, why, other
 
 
-def after_trace(jf, names, values, bound, key, prev, trace) -> None:
+def after_trace(jf, names, values, bound, key, prev, trace, ctx=None) -> None:
     """After jit traced a call: make a dynamic entry if a dim is marked or just changed."""
-    if trace.compiled is None or trace.eager is not None:
+    trace = _view(trace, ctx)
+    if trace is None or trace.compiled is None or trace.eager is not None:
         return
-    dims, why, other = _candidates(jf, names, values, key, prev)
+    dims, why, other = _candidates(jf, names, values, key, prev, ctx)
     if not dims:
         return
-    try:
-        entry, lines = build(jf, names, values, bound, key, trace, dims, why, other)
-    except NotImplementedError as e:  # exercises 9.7/9.8 not done yet: sizes stay static
-        if "Exercise 9." not in str(e):
-            raise
-        entry, lines = None, [f"dynamic shapes are off: {e}"]
+    missing = capability.missing(("9.7", "9.8"))
+    if missing:  # exercises 9.7/9.8 not done yet: sizes stay static
+        entry, lines = None, [f"dynamic shapes are off: exercise {', '.join(missing)} not done yet"]
+    else:
+        entry, lines = build(jf, names, values, bound, key, trace, dims, why, other, ctx)
     if entry is not None:
         jf.dynamic.append(entry)
         del jf.dynamic[:-4]
     jf.dynamic_notes = lines
 
 
-def build(jf, names, values, bound, key, trace, dims, why, other):
+def build(jf, names, values, bound, key, trace, dims, why, other, ctx=None):
     """A :class:`DynamicEntry` for ``trace`` with ``dims`` symbolic, or None; and explain lines."""
     graph = trace.graph
     arg_of = {k: f for k, f in enumerate(trace.feeds) if isinstance(f, int)}
@@ -316,7 +441,8 @@ def build(jf, names, values, bound, key, trace, dims, why, other):
         size = {}
         for k, d in cands:
             size.setdefault(guard[guarded.index(k)].dims[d], graph.inputs[k].spec.shape[d])
-        new = {s: scale * size[s] + 1 + j for j, s in enumerate(sym)}
+        # scale 0: the smallest sizes the symbols admit (a Python branch on the size)
+        new = {s: scale * size[s] + 1 + j if scale else MIN_SIZE + j for j, s in enumerate(sym)}
         specs = [n.spec for n in graph.inputs]
         for g, k in zip(guard, guarded):
             shape = tuple(new[x] if isinstance(x, str) else x for x in g.dims)
@@ -328,7 +454,7 @@ def build(jf, names, values, bound, key, trace, dims, why, other):
     for k, d in cands:
         by_size.setdefault(graph.inputs[k].spec.shape[d], f"s{len(by_size)}")
     tied = {(k, d): by_size[graph.inputs[k].spec.shape[d]] for k, d in cands}
-    guard, problem = None, None
+    guard, problem, probes = None, None, []
     for symbols in (untied, tied):
         try:
             respecialize(graph, sizes_for(guard_for(symbols), 2))
@@ -336,39 +462,104 @@ def build(jf, names, values, bound, key, trace, dims, why, other):
             break
         except OpError as e:
             problem = str(e)
+    sized = any(n.op in SIZED_ATTRS for n in graph.nodes)
+    for symbols in (untied, tied) if guard is None and sized else ():
+        # sizes in attributes (expand, reshape): a trace at other sizes shows which follow
+        g = guard_for(symbols)
+        probe, why_not = _probe(jf, names, values, bound, trace, guarded, sizes_for(g, 2), ctx)
+        if probe is None:
+            problem = problem if symbols is untied else why_not
+            continue
+        at = [probe.graph.inputs[k].spec for k in guarded]
+        try:
+            respecialize(
+                with_sizes(graph, sized_templates(graph, g, guarded, [probe]), symbol_sizes(g, at)),
+                [n.spec for n in probe.graph.inputs],
+            )
+            guard, probes = g, [probe]
+            break
+        except OpError as e:
+            problem = str(e)
     if guard is None:
         return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
-    # Did Python bake the size in? Compare with a trace at another size.
-    if other is None:
-        other, problem = _probe(jf, names, values, bound, trace, guarded, sizes_for(guard, 3))
-        if other is None:
+    # Did Python bake the size in, or branch on it? Every size traced so far, and the
+    # smallest size the symbol admits, must give the same program (issue 26: a branch
+    # on ``x.shape[0] > 4`` traced at 5 and 9 alone would serve size 2 the wrong way).
+    others = [other] if other is not None else []
+    family = _family(jf, key, values, ctx)
+    others += [
+        t for t in family if t.graph is not graph and (other is None or t.graph is not other.graph)
+    ]
+    others += probes
+    scales = ([3] if other is None else []) + [0]
+    for scale in scales:
+        specs = sizes_for(guard, scale)
+        probe, problem = _probe(jf, names, values, bound, trace, guarded, specs, ctx)
+        if probe is None:
             return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
-    try:
-        mine = respecialize(graph, [n.spec for n in other.graph.inputs])
-        problem = program_difference(mine, other.graph)
-    except OpError as e:
-        problem = str(e)
-    if problem is None and symbolic_guard_failures(
-        guard, [other.graph.inputs[k].spec for k in guarded]
-    ):
-        problem = "the other traced size breaks the guard"
-    if problem is not None:
-        return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
+        others.append(probe)
+    templates = sized_templates(graph, guard, guarded, others)
+    for other in others:
+        problem = _differs(graph, other, guard, guarded, templates)
+        if problem is not None:
+            return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
     for k, d in cands:
         sym = guard[guarded.index(k)].dims[d]
         lines.append(
             f"{names[arg_of[k]]}.shape[{d}] is dynamic ({sym} >= {MIN_SIZE}): {why[(arg_of[k], d)]}"
         )
-    entry = DynamicEntry(trace, guard, guarded, _statics(key), lines)
+    if templates:
+        ops = sorted({f"{graph.nodes[k].op}.{a}" for k, (a, _) in templates.items()})
+        lines.append(
+            f"{len(templates)} size attribute(s) ({', '.join(ops)}) follow the symbols, "
+            "the same in every trace compared"
+        )
+    entry = DynamicEntry(trace, guard, guarded, _statics(key), lines, templates=templates)
     log.info("jit(%s): dynamic %s", jf.name, "; ".join(lines))
     return entry, lines
+
+
+def _differs(graph, other, guard, guarded, templates=None) -> str | None:
+    """How the trace ``other`` (at other sizes) differs from ``graph`` re-specialised to them."""
+    specs = [other.graph.inputs[k].spec for k in guarded]
+    if symbolic_guard_failures(guard, specs):
+        return None  # sizes the guard does not admit (1, or untied sizes): nothing to compare
+    try:
+        if templates:
+            graph = with_sizes(graph, templates, symbol_sizes(guard, specs))
+        mine = respecialize(graph, [n.spec for n in other.graph.inputs])
+        return program_difference(mine, other.graph)
+    except OpError as e:
+        return str(e)
+
+
+def _family(jf, key, values, ctx=None) -> list:
+    """The traces of ``jf`` for the same static arguments, tensor ranks and Python state."""
+    out = []
+    for k, bucket in jf.store.entries.items():
+        if _statics(k) != _statics(key) or len(k[0]) != len(key[0]):
+            continue
+        if all(
+            a == b or (a[0] == b[0] == "tensor" and a[2:] == b[2:] and len(a[1]) == len(b[1]))
+            for a, b in zip(k[0], key[0])
+        ):
+            views = [_view(t, ctx) for t in bucket]
+            out += [
+                t
+                for t in views
+                if t is not None
+                and t.compiled is not None
+                and not t.breaks
+                and not t.check(jf.fn, values, ctx)
+            ]
+    return out
 
 
 def _where(names, arg_of, cands) -> str:
     return ", ".join(f"{names[arg_of[k]]}.shape[{d}]" for k, d in cands)
 
 
-def _probe(jf, names, values, bound, trace, guarded, specs):
+def _probe(jf, names, values, bound, trace, guarded, specs, ctx=None):
     """Trace once more (not run, not counted) on zeros of other sizes, to compare programs."""
     from ..core import creation
     from ..tracing.jit import trace_call
@@ -380,7 +571,14 @@ def _probe(jf, names, values, bound, trace, guarded, specs):
         t.requires_grad = values[i].requires_grad
         probe[i] = t
     try:  # ``bound`` only gives the call's structure: the values come from ``probe``
-        other = trace_call(jf.fn, jf._binder, names, probe, bound, jf.fullgraph, jf.name, run=False)
+        if isinstance(trace, StepView):  # a step: forward, backward and update, not run
+            other = StepView(
+                trace_step(jf.fn, jf._binder, names, probe, bound, *ctx, jf.name, jf.options), ctx
+            )
+        else:
+            other = trace_call(
+                jf.fn, jf._binder, names, probe, bound, jf.fullgraph, jf.name, run=False
+            )
     except Exception as e:  # noqa: BLE001 - any failure at another size: stay static
         return None, f"tracing at another size failed ({type(e).__name__}: {e})"
     if other.breaks or other.eager is not None or other.graph is None:
@@ -402,3 +600,16 @@ def explain_lines(fn, names, values, bound, trace) -> list[str]:
         key = jf._key(values)
         lines += build(jf, names, values, bound, key, trace, dims, why, None)[1]
     return lines
+
+
+def _install() -> None:
+    """Hook this module into jit (chapter 5 knows nothing of chapter 9)."""
+    import sys
+
+    from ..tracing.jit import DYNAMIC
+
+    if not DYNAMIC:
+        DYNAMIC.append(sys.modules[__name__])
+
+
+_install()

@@ -13,15 +13,13 @@ matters is "after its producers"; results are the sequential runner's, bit for b
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ..exercises import exercise
+from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import Plan, run_plan
-
-log = logging.getLogger("minitorch.passes")
 
 WORKERS = int(os.environ.get("MINITORCH_THREADS", "2"))
 
@@ -121,22 +119,43 @@ class ParallelRunner:
         return run_parallel(plan, inputs, pool())
 
 
-def install(compiled) -> None:
-    """Make ``compiled`` (a CompiledPlan) run its plan on the thread pool, when it can.
+def install(unit) -> None:
+    """The parallel stage: the plan's independent steps run on the thread pool, when they can.
 
     Numba's default threading layer must not be entered from two threads at once, so
-    plans on the numba backend, and plans a memory-planning runner (chapter 8) already
-    runs in a shared arena, stay sequential.
+    plans on the numba backend stay sequential; so do plans a memory-planning runner
+    (chapter 8) runs in a shared arena (planned for one order of the steps).
     """
+    compiled = unit.compiled
     if compiled.runner is not run_plan:
-        log.info("parallel: %s keeps its runner (a planned arena is shared)", compiled.graph.name)
+        unit.skipped["parallel"] = "the plan runs in an arena planned for one order of its steps"
         return
     from ..backends import base as backends
 
     if (compiled.backend or backends.current("cpu").name) == "numba":
-        log.info("parallel: %s runs on numba: sequential", compiled.graph.name)
+        unit.skipped["parallel"] = "the plan runs on numba (one thread enters it at a time)"
         return
     compiled.runner = ParallelRunner()
+
+
+register_stage(
+    Stage(
+        "parallel",
+        60,
+        install,
+        wanted=lambda options: options.parallel,
+        needs=("6.9", "6.10", "9.9", "9.10"),
+        explain=lambda unit: _explain(unit),
+    )
+)
+
+
+def _explain(unit) -> list[str]:
+    c = unit.compiled
+    if not isinstance(c.runner, ParallelRunner):
+        return []
+    s = schedule(c.plan)
+    return [f"Parallel: {s['steps']} steps in {s['levels']} levels (width {s['width']:.2f})"]
 
 
 def schedule(plan: Plan) -> dict:

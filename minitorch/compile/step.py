@@ -27,7 +27,7 @@ from ..nn.module import Module, Parameter
 from ..nn.optim import Optimizer
 from ..tracing import guards
 from ..tracing.graph import Node, _unflatten
-from ..tracing.jit import _Binder, cache_key
+from ..tracing.jit import EXPLAIN_HOOKS, JitFunction, _Store, cache_key, jit, wrap_report
 from ..tracing.tracer import GraphBreakError, Tracer, flatten_output
 from .backward import StepTrace
 
@@ -92,6 +92,9 @@ def write_back(writes: list[tuple[tuple, int | None]], values: list[Tensor]) -> 
 # ---------------------------------------------------------------- finding the state
 
 
+_GLOBAL_NAMES: dict = {}  # code -> the global names it (or a function inside it) reads
+
+
 def find_state(fn, values: list) -> tuple[list[Tensor], list[Optimizer]]:
     """The parameters and optimizers a step function can reach.
 
@@ -111,7 +114,10 @@ def find_state(fn, values: list) -> tuple[list[Tensor], list[Optimizer]]:
     code = getattr(target, "__code__", None)
     if code is not None:
         g = target.__globals__
-        objs += [g[n] for n in sorted(guards._names(code)) if n in g]
+        names = _GLOBAL_NAMES.get(code)
+        if names is None:
+            names = _GLOBAL_NAMES[code] = sorted(guards._names(code))
+        objs += [g[n] for n in names if n in g]
         for cell in target.__closure__ or ():
             try:
                 objs.append(cell.cell_contents)
@@ -144,21 +150,34 @@ def _is_counter(v) -> bool:
 
 
 def _opt_key(opt: Optimizer) -> tuple:
+    # A None entry reads as a missing one (``state.get("velocity")``, SGD without
+    # momentum): the state an optimizer creates on its first step then keys alike.
     state = tuple(
         (
             name,
             id(st),
-            tuple((k, "int" if _is_counter(v) else _value_key(v)) for k, v in st.items()),
+            tuple(
+                (k, "int" if _is_counter(v) else _value_key(v))
+                for k, v in st.items()
+                if v is not None
+            ),
         )
         for name, st in opt.state.items()
+        if any(v is not None for v in st.values())
     )
     defaults = tuple((k, _value_key(v)) for k, v in sorted(opt.defaults.items()))
     return (id(opt), type(opt), defaults, state)
 
 
+def _layout(t: Tensor) -> tuple:
+    """What a key needs of a tensor's spec, read without building a ``Spec`` (every call)."""
+    d = t._data
+    return d.shape, d.storage.dtype, t.device
+
+
 def _value_key(v):
     if isinstance(v, Tensor):
-        return ("tensor", v.spec, v.requires_grad)
+        return ("tensor", _layout(v), v._requires_grad)
     if v is None or isinstance(v, (bool, int, float, str, tuple)):
         return guards.value_key(v)
     return ("object", id(v))
@@ -175,9 +194,46 @@ class StepEntry:
         self.py_writes = py_writes  # Python values of optimizer state
         self.counters: list = []  # int counters written back (Adam's step count)
         self.tree, self.n_result, self.step_counts = tree, n_result, step_counts
+        # jit's guards over the Python state the step read (globals, closures, module
+        # attributes and flags, the module tree's classes), checked on every call
+        self.values: dict = {}
+        self.sizes: dict = {}
+        self.idents: dict = {}
+        self.grad_deps: list = []  # (k, spec or None): .grad read before the step wrote it
+        self.aliases: list = []  # roles that were one tensor when traced (grad is velocity)
+        self.names: list = []  # the parameters' names, for messages
+        self.result = None  # the first call's result
+        self.has_counters = any(f[0] == "counter" for f in feeds)  # made per call: gather
+        self.out_devices = [n.spec.device for n in compiled.graph.outputs]
+
+    def check(self, fn, values: list, ctx) -> list[str]:
+        """Why this entry does not fit the call now ([] if it does), as jit's guards say."""
+        params, opts = ctx
+        reasons = guards.check((fn, values), self.values, self.sizes, self.idents, [])
+        for k, spec in self.grad_deps:
+            g = params[k].grad
+            now = None if g is None else g.spec
+            if now != spec:
+                was, now = ("None" if x is None else str(x) for x in (spec, now))
+                reasons.append(f"{self.names[k]}.grad changed from {was} to {now}")
+        for group in self.aliases:
+            first = _role(group[0], params, opts)
+            if any(_role(r, params, opts) is not first for r in group[1:]):
+                reasons.append(
+                    " and ".join(_role_name(r, self.names) for r in group)
+                    + " were one tensor when traced and are two now"
+                )
+        return reasons
 
     def run(self, values: list, params: list, opts: list):
-        outs = self.compiled.run(*self.gather(values, params, opts))
+        outs = (
+            None if self.has_counters else self.compiled.run_data(self.datas(values, params, opts))
+        )
+        if outs is None:
+            outs = self.compiled.run(*self.gather(values, params, opts))
+        else:
+            make, devices = Tensor._make, self.out_devices
+            outs = [make(d, dev) for d, dev in zip(outs, devices)]
         write_back(self.writes, outs)
         for state, key in self.counters:  # a counter goes back to being a Python int
             state[key] = int(round(float(state[key].numpy().flat[0])))
@@ -186,6 +242,20 @@ class StepEntry:
         for state, key, v in self.py_writes:
             state[key] = v
         return _unflatten(self.tree, outs[: self.n_result])
+
+    def datas(self, values: list, params: list, opts: list) -> list:
+        """What :meth:`gather` gives, as the plan reads it: each input's data."""
+        out = []
+        for kind, a, b, c in self.feeds:
+            if kind == "arg":
+                out.append(values[a]._data)
+            elif kind == "param":
+                out.append(params[a]._data)
+            elif kind == "grad":
+                out.append(params[a].grad._data)
+            else:
+                out.append(opts[a].state[b][c]._data)
+        return out
 
     def gather(self, values: list, params: list, opts: list) -> list:
         """The graph's inputs now: arguments, parameters, gradients, optimizer buffers."""
@@ -207,6 +277,51 @@ class StepEntry:
             # a plain view of the data: the compiled plan runs only without autograd inputs
             inputs.append(Tensor._make(t._data, t.device) if t.requires_grad else t)
         return inputs
+
+
+def _role(role: tuple, params, opts):
+    """The tensor a step reads in ``role``: ("grad", k) or ("state", k, name, key)."""
+    if role[0] == "grad":
+        return params[role[1]].grad
+    return opts[role[1]].state.get(role[2], {}).get(role[3])
+
+
+def _role_name(role: tuple, names: list) -> str:
+    return f"{names[role[1]]}.grad" if role[0] == "grad" else f"{role[3]}[{role[2]}]"
+
+
+class _GradWatch:
+    """While a step is traced: which parameters' ``.grad`` were read before being written.
+
+    A step that calls ``zero_grad()`` first never reads the gradient it was called
+    with, so whether it was None does not matter (no retrace on call 2); one that
+    accumulates (no ``zero_grad``) reads it, and its presence and shape are guarded.
+    """
+
+    def __init__(self, params):
+        self.first = {id(p): None for p in params}  # id -> "read" | "write"
+
+    def __enter__(self):
+        first = self.first
+
+        def get(p):
+            if first.get(id(p), "") is None:
+                first[id(p)] = "read"
+            return p.__dict__.get("grad")
+
+        def put(p, value):
+            if first.get(id(p), "") is None:
+                first[id(p)] = "write"
+            p.__dict__["grad"] = value
+
+        Parameter.grad = property(get, put)
+        return self
+
+    def __exit__(self, *exc):
+        del Parameter.grad
+
+    def read(self, p) -> bool:
+        return self.first.get(id(p)) == "read"
 
 
 def _snapshot(params, opts):
@@ -231,13 +346,15 @@ def _restore(snap) -> None:
 def trace_step(fn, binder, names, values, bound, params, opts, name, options, debug=False):
     """Trace one call of a training step into a graph; ``None`` if it trains nothing."""
     t0 = time.perf_counter()
+    before = guards.scan(fn, values, names)
     slots = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
     tracer = Tracer(name, fullgraph=True, why="a compiled training step")
-    external = {}
+    external, roles = {}, {}
     for k, p in enumerate(params):
         external[id(p)] = (("param", k), f"p{k}", p)
         if p.grad is not None:
             external[id(p.grad)] = (("grad", k), f"p{k}_grad", p.grad)
+            roles.setdefault(id(p.grad), []).append(("grad", k))
     snap = _snapshot(params, opts)
     counters = []
     for k, o in enumerate(opts):
@@ -246,6 +363,7 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
             for key, v in st.items():
                 if isinstance(v, Tensor):
                     external[id(v)] = (("state", k, pname, key), f"{key}_{pname}", v)
+                    roles.setdefault(id(v), []).append(("state", k, pname, key))
                 elif _is_counter(v) and pname in named:
                     # traced as float64 values in the parameter's shape (the optimizer checks
                     # its buffers' shapes), so that `beta ** t` is recorded, not baked in
@@ -274,7 +392,8 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
                     st.grad_nodes.add(p.node)
                     st.leaves[p.node] = values[i]
                 call_values[i] = p
-            result = binder.call(fn, call_values, bound)
+            with _GradWatch(params) as watch:
+                result = binder.call(fn, call_values, bound)
             leaves, tree = flatten_output(tracer, result)
             trained = st.backward_calls or st.updates
             if trained:
@@ -292,9 +411,6 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
             f"random numbers were drawn (rand/randn) while tracing {name}; a graph would "
             "freeze them. Hint: pass random tensors in as arguments"
         )
-    if not trained:
-        _restore(snap)
-        return None
     outputs, writes = step_outputs(leaves, st.updates)
     py_writes = _python_writes(opts, snap)
     # the Python state goes back to how it was: the first run writes the real values
@@ -308,7 +424,20 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
     feeds = [where[n] for n in graph.inputs]
     t1 = time.perf_counter()
     compiled = graph.compile(debug=debug, options=options)
+    compiled.donate(_donations(feeds, writes, params, opts))
     entry = StepEntry(compiled, feeds, writes, tree, len(leaves), step_counts, py_writes)
+    after = guards.scan(fn, values, names)
+    entry.values, entry.sizes, entry.idents = after.values, after.sizes, after.idents
+    entry.side_effects = guards.side_effects(before, after)
+    found = {id(t): n for _, n, t in before.tensors.values()}
+    entry.names = [found.get(id(p)) or f"parameter {k} {p.spec}" for k, p in enumerate(params)]
+    entry.grad_deps = [
+        (k, None if g is None else g.spec) for k, (p, g, _) in enumerate(snap[0]) if watch.read(p)
+    ]
+    # a gradient the step overwrote before reading it (zero_grad) may alias anything
+    read = [[r for r in rs if r[0] != "grad" or watch.read(params[r[1]])] for rs in roles.values()]
+    entry.aliases = [tuple(rs) for rs in read if len(rs) > 1]
+    entry.trained = bool(trained)
     entry.counters = [
         (state, key)
         for state, key in counters
@@ -327,6 +456,23 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
         "update": ops(nodes[u:]),
     }
     return entry
+
+
+def _donations(feeds: list, writes: list, params: list, opts: list) -> list:
+    """``(input, output)`` pairs where the output is written back over that input's object:
+    a parameter's new values, an optimizer buffer's. Their old values die with the call,
+    so the step may compute the new ones in their storage (as PyTorch updates in place)."""
+    where = {}
+    for k, (kind, a, b, c) in enumerate(feeds):
+        if kind == "param":
+            where[("data", id(params[a]), None)] = k
+        elif kind == "state":
+            where[("item", id(opts[a].state[b]), c)] = k
+    return [
+        (where[(kind, id(obj), key)], j)
+        for (kind, obj, key), j in writes
+        if j is not None and (kind, id(obj), key) in where
+    ]
 
 
 def _python_writes(opts, snap) -> list:
@@ -367,98 +513,108 @@ def _collect_writes(st: StepTrace, params, opts, snap) -> None:
                     st.updates.append((("item", state, key), tracer.lift(v)))
 
 
-class CompiledStep:
-    """``minitorch.compile(step)``: a function whose training step runs as one graph."""
+class _Handed:
+    """What ``_trace`` returns when no step graph runs (eager from now on, or plain jit)."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def check(self, fn, values, ctx) -> list[str]:
+        return ["no step graph"]
+
+
+class CompiledStep(JitFunction):
+    """``minitorch.compile(step)``: jit whose tracer also records backward and updates.
+
+    The front end is jit's: the same binder, cache (a store of entries under a key),
+    guards on the Python state the step reads, retrace reasons, cache limit and
+    ``explain``. What a step adds: the call's context (the parameters and optimizer
+    it reaches), their specs and ``requires_grad`` and the optimizer's Python state
+    in the key, and an entry that writes its results back after each run.
+    """
 
     def __init__(self, fn, options, fullgraph=False, debug=False, cache_limit=8):
-        self.fn, self.options, self.fullgraph = fn, options, fullgraph
-        self.debug, self.cache_limit = debug, cache_limit
-        self._binder = _Binder(fn)
-        self.entries: dict = {}
-        self.trace_count = 0
-        self.recompiles: list[str] = []
+        super().__init__(fn, fullgraph=fullgraph, debug=debug, cache_limit=cache_limit)
+        self.options = options
+        self.store = _Store()  # a step's entries write into its own objects: not shared
         self.eager_reason: str | None = None
         self._jit = None  # a step that trains nothing is plain jit's business
         self.last: StepEntry | None = None
 
     @property
-    def name(self) -> str:
-        return (getattr(self.fn, "__name__", None) or type(self.fn).__name__).replace(
-            "<lambda>", "lambda"
-        )
-
-    def _key(self, values, params, opts) -> tuple:
-        grads = tuple(v.requires_grad for v in values if isinstance(v, Tensor))
-        ps = tuple((id(p), p.spec, p.grad is None or p.grad.spec) for p in params)
-        return (
-            guards.by_bits(cache_key(tuple(values))),
-            grads,
-            is_grad_enabled(),
-            ps,
-            tuple(_opt_key(o) for o in opts),
-        )
+    def entries(self) -> dict:
+        """The step graphs traced so far, by (key, number)."""
+        return {
+            (k, i): e
+            for k, es in self.store.entries.items()
+            for i, e in enumerate(es)
+            if isinstance(e, StepEntry)
+        }
 
     def __call__(self, *args, **kwargs):
         if self._jit is not None:
             return self._jit(*args, **kwargs)
         if self.eager_reason is not None:
             return self.fn(*args, **kwargs)
-        names, values, bound = self._binder.flatten(args, kwargs)
+        return super().__call__(*args, **kwargs)
+
+    def _context(self, values):
         params, opts = find_state(self.fn, values)
-        key = self._key(values, params, opts)
-        entry = self.entries.get(key)
-        if entry is None:
-            if self.trace_count >= self.cache_limit:
-                return self._give_up(
-                    f"traced {self.trace_count} times (the cache limit): the step's shapes or "
-                    "its optimizer's Python state change on every call (Adam's step count does)",
-                    args,
-                    kwargs,
-                )
-            if self.trace_count:
-                self.recompiles.append(self._why(key))
-            try:
-                entry = trace_step(
-                    self.fn,
-                    self._binder,
-                    names,
-                    values,
-                    bound,
-                    params,
-                    opts,
-                    self.name,
-                    self.options,
-                    self.debug,
-                )
-            except GraphBreakError as e:
-                if self.fullgraph:
-                    raise
-                return self._give_up(str(e), args, kwargs)
-            self.trace_count += 1
-            if entry is None:  # no backward, no update: an inference function
-                from ..tracing.jit import jit
+        for o in opts:  # the buffers of the first step exist before it: one trace, not two
+            o.init_state()
+        return params, opts
 
-                self._jit = jit(self.fn, fullgraph=self.fullgraph, options=self.options)
-                return self._jit(*args, **kwargs)
-            self.entries[key] = entry
-            self._last_key = key
-            t0 = time.perf_counter()
-            out = entry.run(values, params, opts)
-            entry.times["first run"] = time.perf_counter() - t0
-            self.last = entry
-            return out
+    def _key(self, values, ctx=None) -> tuple:
+        params, opts = ctx if ctx is not None else find_state(self.fn, values)
+        grads = tuple(v.requires_grad for v in values if isinstance(v, Tensor))
+        return (
+            guards.by_bits(cache_key(tuple(values))),
+            grads,
+            is_grad_enabled(),
+            tuple((id(p), _layout(p), p._requires_grad) for p in params),
+            tuple(_opt_key(o) for o in opts),
+        )
+
+    _PARTS = ("the parameters (or their requires_grad)", "the optimizer state")
+
+    def _arg_reasons(self, names, key) -> list[str]:
+        reasons = super()._arg_reasons(names, key)
+        old = self._last_key
+        if old is not None and not reasons:
+            changed = [p for p, a, b in zip(self._PARTS, old[3:], key[3:]) if a != b]
+            reasons = [" and ".join(changed) + " changed"] if changed else []
+        return reasons
+
+    def _run(self, entry, names, values, bound, args, kwargs, ctx=None):
         self.last = entry
-        return entry.run(values, params, opts)
+        return entry.run(values, *ctx)
 
-    _PARTS = ("the arguments", "requires_grad of an argument", "grad mode",
-              "a parameter or its .grad", "the optimizer state")  # fmt: skip
-
-    def _why(self, key) -> str:
-        old = getattr(self, "_last_key", None)
-        if old is None:
-            return "a new signature"
-        changed = [p for p, a, b in zip(self._PARTS, old, key) if a != b]
-        return " and ".join(changed) + " changed" if changed else "a new signature"
+    def _trace(self, names, values, bound, key, ctx=None):
+        params, opts = ctx
+        try:
+            entry = trace_step(
+                self.fn, self._binder, names, values, bound, params, opts, self.name,
+                self.options, self.debug,
+            )  # fmt: skip
+        except GraphBreakError as e:
+            if self.fullgraph:
+                raise
+            self.eager_reason = str(e)
+            warnings.warn(
+                f"compile({self.name}): runs eagerly from now on: {e}", RuntimeWarning, stacklevel=4
+            )
+            return _Handed(self._binder.call(self.fn, list(values), bound))
+        self.trace_count += 1
+        self.store.trace_count += 1
+        if not entry.trained:  # no backward, no update: an inference function, plain jit's
+            self._jit = jit(self.fn, fullgraph=self.fullgraph, options=self.options)
+            return _Handed(entry.run(values, params, opts))  # this call: Python ran once
+        self._warn_side_effects(entry.side_effects, "compile")
+        t0 = time.perf_counter()
+        entry.result = entry.run(values, params, opts)
+        entry.times["first run"] = time.perf_counter() - t0
+        self.last = entry
+        return entry
 
     def explain_call(self, *args, **kwargs):
         """``minitorch.explain(compiled_step)(*args)``: run one step and describe what ran."""
@@ -468,17 +624,15 @@ class CompiledStep:
         print(report)
         return report
 
-    def _give_up(self, reason, args, kwargs):
-        self.eager_reason = reason
-        warnings.warn(
-            f"compile({self.name}): runs eagerly from now on: {reason}",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return self.fn(*args, **kwargs)
-
     def __repr__(self) -> str:
         return f"<compiled step {self.name}: {len(self.entries)} graph(s), {self.options}>"
+
+
+def _runner_name(runner) -> str:
+    """What runs the plan: a function's name, else the runner object's class."""
+    if runner is None:
+        return "run_plan (chapter 6)"
+    return getattr(runner, "__name__", None) or type(runner).__name__
 
 
 class StepReport:
@@ -501,7 +655,7 @@ class StepReport:
         lines.append(
             f"  step graph: {len(c.traced.ops)} ops traced "
             + ", ".join(f"{k} {v}" for k, v in e.phases.items())
-            + f"; {len(c.graph.ops)} after passes; runner {getattr(c.runner, '__name__', '?')}"
+            + f"; {len(c.graph.ops)} after passes; runner {_runner_name(c.runner)}"
         )
         kinds: dict[str, int] = {}
         for (kind, _, _), _i in e.writes:
@@ -517,10 +671,8 @@ class StepReport:
         )
         if s.recompiles:
             lines.append("  retraced: " + "; ".join(s.recompiles))
-        fusion = getattr(c, "fusion", None)  # chapter 7
-        if fusion is not None:
-            lines += [f"  {line}" for line in fusion.lines()[:1]]
-        from ..tracing.jit import EXPLAIN_HOOKS  # chapter 8: the arena
-
-        lines += [f"  {line}" for hook in EXPLAIN_HOOKS for line in hook(c)]
-        return "\n".join(lines)
+        dynamic = [x for d in s.dynamic for x in d.lines] or s.dynamic_notes
+        if dynamic:  # chapter 9's dynamic dims: which sizes are symbols, or why not
+            lines += ["  dynamic dims:"] + [f"    {x}" for x in dynamic]
+        lines += [f"  {line}" for hook in EXPLAIN_HOOKS for line in hook(c)]  # every stage's
+        return "\n".join(wrap_report(lines))

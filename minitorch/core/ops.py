@@ -77,8 +77,39 @@ UNARY = {
     "relu": (_relu, None, "same"),
 }
 
+# ``scalar`` as one inline expression for chapter 7's generated loops (exactly ``scalar``;
+# ``tests/test_ch7_codegen.py`` checks each): arguments are {0}, {1}...; {zero}, {one}
+# are typed constants. Ops without one are called by name from the generated module.
+EXPR = {
+    "neg": "(-{0})",
+    "abs": "({0} if {0} >= 0 else -{0})",
+    "add": "({0} + {1})",
+    "sub": "({0} - {1})",
+    "mul": "({0} * {1})",
+    "div": "({0} / {1})",  # IEEE with error_model="numpy": x/0 = +-inf, 0/0 = nan
+    "maximum": "({0} if ({0} >= {1} or {0} != {0}) else {1})",
+    "minimum": "({0} if ({0} <= {1} or {0} != {0}) else {1})",
+    "relu": "({0} if ({0} > 0 or {0} != {0}) else {zero})",  # a typed 0 keeps SIMD
+    "sqrt": "math.sqrt({0})",  # LLVM's sqrt instruction (vectorises); nan below 0 under numpy errors
+    "recip": "({one} / {0})",
+    "eq": "({0} == {1})",
+    "ne": "({0} != {1})",
+    "lt": "({0} < {1})",
+    "le": "({0} <= {1})",
+    "gt": "({0} > {1})",
+    "ge": "({0} >= {1})",
+    "where": "({1} if {0} else {2})",
+    "cast": "{0}",  # the statement's cast to the node's dtype does the work
+}
+# Numba computes these with a scalar libm call (no SVML in pip's llvmlite): a loop over
+# them does not vectorise, numpy's ufuncs do; chapter 7's cost model keeps them on numpy.
+TRANSCENDENTAL = ("exp", "log", "tanh", "sigmoid", "pow")
+
 for _name, (_scalar, _np, _rule) in UNARY.items():
-    register_op(_name, OpKind.ELEMENTWISE, 1, _unary_infer(_name, _rule), scalar=_scalar)
+    register_op(
+        _name, OpKind.ELEMENTWISE, 1, _unary_infer(_name, _rule), scalar=_scalar, numpy=_np,
+        expr=EXPR.get(_name), transcendental=_name in TRANSCENDENTAL,
+    )  # fmt: skip
 
 
 def _cast_infer(a: Spec, dtype) -> Spec:
@@ -92,6 +123,7 @@ register_op(
     _cast_infer,
     attrs={"dtype": REQUIRED},
     normalize=lambda a, dtype: {"dtype": dt.as_dtype(dtype, "cast")},
+    expr=EXPR["cast"],
 )
 
 # ---------------------------------------------------------------- broadcasting
@@ -175,7 +207,10 @@ BINARY = {
 }
 
 for _name, (_scalar, _np, _rule) in BINARY.items():
-    register_op(_name, OpKind.BROADCAST, 2, _binary_infer(_name, _rule), scalar=_scalar)
+    register_op(
+        _name, OpKind.BROADCAST, 2, _binary_infer(_name, _rule), scalar=_scalar, numpy=_np,
+        expr=EXPR.get(_name), transcendental=_name in TRANSCENDENTAL,
+    )  # fmt: skip
 
 
 def _pow_check(a, b) -> None:
@@ -195,9 +230,10 @@ def _where_infer(c: Spec, a: Spec, b: Spec) -> Spec:
     return Spec(_broadcast_specs("where", c, a, b), dt.promote(a.dtype, b.dtype), a.device)
 
 
-register_op("where", OpKind.BROADCAST, 3, _where_infer, scalar=lambda c, a, b: a if c else b)
-
-NUMPY_FUNCS = {n: f for n, (_, f, _) in {**UNARY, **BINARY}.items() if f is not None}
+register_op(
+    "where", OpKind.BROADCAST, 3, _where_infer, scalar=lambda c, a, b: a if c else b,
+    expr=EXPR["where"],
+)  # fmt: skip
 
 # ---------------------------------------------------------------- reductions
 
@@ -267,8 +303,8 @@ for _name, (_fold, _start, _np, _rule) in REDUCE.items():
         attrs={"axis": None, "keepdims": False},
         normalize=_reduce_normalize(_name),
         scalar=_fold,
+        numpy=_np,
     )
-    NUMPY_FUNCS[_name] = _np
 
 
 def _argmax_normalize(a: Spec, axis, keepdims):

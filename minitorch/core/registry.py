@@ -68,6 +68,8 @@ class OpDef:
     vjp: Callable | None = None  # chapter 2: vjp(grad, out, *inputs, **attrs)
     onnx: Callable | None = None  # chapter 10: onnx(ctx, node, names) -> output name
     expr: str | None = None  # chapter 7: ``scalar`` as an inline template, "({0} + {1})"
+    numpy: Callable | None = None  # the numpy function of the numpy backend's generic kernel
+    transcendental: bool = False  # chapter 7's cost model: a libm call per element in Numba
     doc: str = ""
 
     def bind(self, attrs: dict, specs: list[Spec]) -> dict:

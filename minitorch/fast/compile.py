@@ -25,7 +25,6 @@ import importlib.util
 import inspect
 import os
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import Callable
@@ -34,6 +33,7 @@ import numba
 from numba import njit
 
 from .. import exercises
+from ..core import cachedir
 from . import indexing
 
 PENDING: dict[str, tuple] = {}  # generated module name -> (inlined exercise, compiled formula)
@@ -60,20 +60,8 @@ def kernel({params}):
 
 
 def generated_dir() -> Path:
-    """Where generated kernel modules live: next to Numba's cache if one is set."""
-    base = os.environ.get("NUMBA_CACHE_DIR")
-    folder = (
-        Path(base) / "minitorch_kernels"
-        if base
-        else Path(__file__).parent / "__pycache__" / "generated"
-    )
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
-    except OSError:  # a read-only install: fall back to the temp folder
-        folder = Path(tempfile.gettempdir()) / "minitorch_kernels"
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
+    """Where generated kernel modules live (Numba saves their machine code beside them)."""
+    return cachedir.folder("fast")
 
 
 def _source(fn) -> str:

@@ -33,15 +33,6 @@ def mul(a, b):
     return a * b
 
 
-def maximum(a, b):
-    # NaN wins, as in numpy.maximum
-    return a if (a >= b or a != a) else b
-
-
-def minimum(a, b):
-    return a if (a <= b or a != a) else b
-
-
 def pow_(a, b):
     return a**b
 
@@ -54,15 +45,6 @@ def tanh(x):
     return math.tanh(x)
 
 
-def max_fold(acc, x):
-    # once the accumulator is NaN it stays NaN (numpy's max propagates NaN)
-    return acc if (acc >= x or acc != acc) else x
-
-
-def min_fold(acc, x):
-    return acc if (acc <= x or acc != acc) else x
-
-
 # op name -> replacement; ops not listed compile their own ``OpDef.scalar``
 OWN = {
     "neg": neg,
@@ -73,11 +55,9 @@ OWN = {
     "sub": sub,
     "mul": mul,
     "pow": pow_,
-    "maximum": maximum,
-    "minimum": minimum,
 }
-FOLDS = {"sum": add, "max": max_fold, "min": min_fold}
-COMPILABLE = {"relu", "sigmoid", "log", "sqrt", "recip", "div"}
+FOLDS = {"sum": add}  # max and min fold with their own scalar (core/ops.py's NaN-aware maximum)
+COMPILABLE = {"relu", "sigmoid", "log", "sqrt", "recip", "div", "maximum", "minimum", "max", "min"}
 
 
 def scalar_for(op: OpDef):

@@ -4,8 +4,8 @@ Numba's ``cache=True`` only works for functions defined in a file it can find
 again, so every generated kernel is written to ``<cache dir>/mt_<key>_<digest>.py``
 and imported from there. A second process (or a second graph with the same
 structure) imports the same file and Numba loads the machine code it saved
-beside it: nothing is compiled again. The folder is ``MINITORCH_KERNEL_CACHE``,
-else ``~/.cache/minitorch/kernels``, else the temp folder (a read-only home).
+beside it: nothing is compiled again. The folder is ``kernels/`` in minitorch's one
+cache folder (``MINITORCH_CACHE_DIR``, default ``~/.cache/minitorch``; ``core/cachedir.py``).
 """
 
 from __future__ import annotations
@@ -14,28 +14,18 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 from pathlib import Path
 
-# what happened to each kernel function on its first call, for explain and the dumps
-STATS = {"compiled": 0, "loaded": 0, "modules_written": 0}
+from ..core import cachedir
+
+# what happened to each kernel function on its first call, for explain and the dumps;
+# "shared": a group whose function another group of the same structure compiled or loaded
+STATS = {"compiled": 0, "loaded": 0, "shared": 0, "modules_written": 0}
+_COUNTED: set = set()  # id of every kernel function counted in this process
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("MINITORCH_KERNEL_CACHE")
-    candidates = [Path(base)] if base else []
-    candidates += [
-        Path.home() / ".cache" / "minitorch" / "kernels",
-        Path(tempfile.gettempdir()) / "minitorch_kernels",
-    ]
-    for folder in candidates:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            if os.access(folder, os.W_OK):
-                return folder
-        except OSError:
-            continue
-    raise OSError("minitorch.fusion: no writable folder for generated kernels")
+    return cachedir.folder("kernels")
 
 
 def load(key: str, source: str):
@@ -67,10 +57,15 @@ def load(key: str, source: str):
 
 
 def count_first_call(fn) -> str:
-    """After ``fn``'s first call: was its machine code ``"compiled"`` or ``"loaded"``?"""
+    """After ``fn``'s first call: was its machine code ``"compiled"``, ``"loaded"`` or
+    ``"shared"`` (the function was already called for another group)?"""
     stats = getattr(fn, "stats", None)
     if stats is None:
         return "compiled"
-    how = "loaded" if sum(stats.cache_hits.values()) else "compiled"
+    if id(fn) in _COUNTED:
+        how = "shared"
+    else:
+        _COUNTED.add(id(fn))
+        how = "loaded" if sum(stats.cache_hits.values()) else "compiled"
     STATS[how] += 1
     return how

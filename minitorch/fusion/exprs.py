@@ -1,10 +1,10 @@
 """How one op of a fused group is written in generated source.
 
 The registry stays the only op table. An op's ``scalar`` formula is what the
-generated code computes; for the ops whose formula is one Python expression we
-store that expression on the registry op as ``OpDef.expr`` (a template over the
-argument names, ``"({0} + {1})"``) so the generated loop reads like hand-written
-code. Every other op with a Numba-compilable ``scalar`` (``fast/scalars.py``,
+generated code computes; an op whose formula is one Python expression declares
+that expression when it is registered, as ``OpDef.expr`` (a template over the
+argument names, ``"({0} + {1})"``, ``core/ops.py``'s ``EXPR``), so the generated
+loop reads like hand-written code. Every other op with a Numba-compilable ``scalar`` (``fast/scalars.py``,
 the same formulas chapter 3 compiles) is called by name from the generated
 module. ``tests/test_ch7_codegen.py`` checks each template against ``scalar``.
 """
@@ -16,37 +16,11 @@ import math
 import numpy as np
 from numba import njit
 
-from ..core.registry import OpDef, OpKind, get_op
+from ..core.registry import OPS, OpDef, OpKind, get_op
 from ..fast.scalars import scalar_for
 
-# Each template computes exactly the op's ``scalar``; arguments are plain names.
-_TEMPLATES = {
-    "neg": "(-{0})",
-    "abs": "({0} if {0} >= 0 else -{0})",
-    "add": "({0} + {1})",
-    "sub": "({0} - {1})",
-    "mul": "({0} * {1})",
-    "div": "({0} / {1})",  # IEEE with error_model="numpy": x/0 = +-inf, 0/0 = nan
-    "maximum": "({0} if ({0} >= {1} or {0} != {0}) else {1})",
-    "minimum": "({0} if ({0} <= {1} or {0} != {0}) else {1})",
-    "relu": "({0} if ({0} > 0 or {0} != {0}) else {zero})",  # a typed 0 keeps SIMD
-    "sqrt": "math.sqrt({0})",  # LLVM's sqrt instruction (vectorises); nan below 0 under numpy errors
-    "recip": "({one} / {0})",
-    "eq": "({0} == {1})",
-    "ne": "({0} != {1})",
-    "lt": "({0} < {1})",
-    "le": "({0} <= {1})",
-    "gt": "({0} > {1})",
-    "ge": "({0} >= {1})",
-    "where": "({1} if {0} else {2})",
-    "cast": "{0}",  # the statement's cast to the node's dtype does the work
-}
-for _name, _template in _TEMPLATES.items():
-    get_op(_name).expr = _template
-
-# Ops Numba computes with a scalar libm call (no SVML in pip's llvmlite): a loop
-# over them does not vectorise, numpy's ufuncs do. The cost model keeps them on numpy.
-TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "sigmoid", "pow"})
+# The registry's transcendental ops (chapter 7's cost model), as a set for reading.
+TRANSCENDENTAL = frozenset(n for n, op in OPS.items() if op.transcendental)
 
 _compiled: dict[str, object] = {}
 

@@ -42,11 +42,19 @@ class Buffer:
         return f"Buffer(s{self.slot}, {self.nbytes}B, [{self.start},{self.end}]{at})"
 
 
+def _kind_of(op: str):
+    d = OPS.get(op)
+    return d.kind if d is not None else None
+
+
 def _kind(step):
     node = step.node
     if node is None:
         return None
     if node.op == "fused":  # chapter 7: a fused group says what it is
+        sub = node.attrs.get("graph")
+        if sub is not None and any(_kind_of(n.op) is OpKind.VIEW for n in sub.nodes):
+            return OpKind.OPAQUE  # it reads an input through a view (permute): not in C order
         return {"elementwise": OpKind.ELEMENTWISE}.get(node.attrs.get("kind"), OpKind.OPAQUE)
     op = OPS.get(node.op)
     return op.kind if op is not None else OpKind.OPAQUE

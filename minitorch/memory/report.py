@@ -1,51 +1,71 @@
-"""Chapter 8's stage of ``compile_graph``: install the arena runner, dump ``memory.txt`` and the timeline."""
+"""Chapter 8's stage of the compiler pipeline: the arena runner, ``memory.txt`` and the timeline."""
 
 from __future__ import annotations
 
 import logging
 import os
 
-from ..tracing.jit import EXPLAIN_HOOKS
+from ..core import capability
+from ..passes.pipeline import Stage, register_stage
+from ..passes.plan import MEMORY_PLANNER
 from .arena import ArenaRunner, MemoryPlan
 
 log = logging.getLogger("minitorch.memory")
+PLANNER = (*(f"8.{n}" for n in range(1, 9)), "6.9", "6.10")  # the exercises the stage runs
 
 
-def explain_lines(compiled) -> list:
+def memory_plan_of(compiled) -> MemoryPlan:
+    """``compiled.memory_plan()``: the arena its runner uses, or the one it would use."""
+    runner = compiled.runner if isinstance(compiled.runner, ArenaRunner) else None
+    runner = runner or ArenaRunner(inplace=compiled.options.inplace)
+    return runner.memory(compiled.plan)
+
+
+def explain_lines(unit) -> list:
     """``minitorch.explain``'s chapter-8 lines: the planned arena against the lower bound."""
-    try:
-        mp = compiled.memory_plan()
-    except (NotImplementedError, AttributeError):  # not lowered, or chapter 6/8 not done
+    compiled = unit.compiled
+    if compiled is None or compiled.interpreted or capability.missing(PLANNER):
         return []
+    mp = compiled.memory_plan()
     if isinstance(compiled.runner, ArenaRunner):
         return ["Memory:", f"  {mp.summary()}"]
     return ["Memory (not planned; CompileOptions(memory=True) would give):", f"  {mp.summary()}"]
 
 
-EXPLAIN_HOOKS.append(explain_lines)
-
-
-def install(compiled, dump: str | None = None) -> None:
-    """Make ``compiled`` (a CompiledPlan) run in an arena; write the reports into ``dump``."""
+def install(unit) -> None:
+    """Make the unit's plan run in an arena (host memory: CPU plans only)."""
+    compiled = unit.compiled
     if any(d != "cpu" for d in compiled.devices):  # the arena is host memory
-        log.info("%s: not planned, it runs on %s", compiled.graph.name, compiled.devices)
+        unit.skipped["memory"] = f"the plan runs on {', '.join(compiled.devices)}"
         return
     keep = compiled.options.mode == "reduce-overhead"  # chapter 9: no allocation per call
     compiled.runner = ArenaRunner(inplace=compiled.options.inplace, keep=keep)
-    if not dump:
+
+
+def _dump(unit, folder: str) -> None:
+    if not isinstance(unit.compiled.runner, ArenaRunner):
         return
-    try:
-        mp = compiled.memory_plan()
-    except NotImplementedError as e:  # chapter 6 or 8 not done yet
-        with open(os.path.join(dump, "memory.txt"), "w", encoding="utf-8") as f:
-            f.write(f"no memory plan: {e}\n")
-        return
-    with open(os.path.join(dump, "memory.txt"), "w", encoding="utf-8") as f:
+    mp = unit.compiled.memory_plan()
+    with open(os.path.join(folder, "memory.txt"), "w", encoding="utf-8") as f:
         f.write(mp.text() + "\n")
     try:
-        timeline_png(mp, os.path.join(dump, "memory.png"), title=compiled.graph.name)
+        timeline_png(mp, os.path.join(folder, "memory.png"), title=unit.graph.name)
     except ImportError:  # matplotlib is optional outside the book
         log.info("matplotlib missing: no memory.png")
+
+
+register_stage(
+    Stage(
+        "memory",
+        40,
+        install,
+        wanted=lambda options: options.memory,
+        needs=PLANNER,
+        explain=explain_lines,
+        dump=_dump,
+    )
+)
+MEMORY_PLANNER.append(memory_plan_of)
 
 
 def timeline_png(mp: MemoryPlan, path: str | None = None, title: str = "", ax=None):
@@ -54,16 +74,14 @@ def timeline_png(mp: MemoryPlan, path: str | None = None, title: str = "", ax=No
     Draws on ``ax`` when given (the book does), else saves a PNG to ``path``.
     """
     import matplotlib
-
-    if ax is None:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
     own = ax is None
-    if own:
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-    cmap = plt.get_cmap("tab20")
+    if own:  # a Figure of its own, not pyplot's: the caller's backend stays as it was
+        fig = Figure(figsize=(7, 3.5))
+        ax = fig.subplots()
+    cmap = matplotlib.colormaps["tab20"]
     for k, b in enumerate(sorted(mp.buffers, key=lambda b: b.start)):
         if not b.nbytes:
             continue
@@ -90,11 +108,11 @@ def timeline_png(mp: MemoryPlan, path: str | None = None, title: str = "", ax=No
     ax.set_ylim(0, max(mp.arena_bytes, max(curve, default=0)) / 1024 * 1.1 + 1e-9)
     ax.set_xlabel("step")
     ax.set_ylabel("offset (KiB)")
-    ax.set_title(title or "memory plan")
-    ax.legend(loc="upper right", fontsize=7)
+    ax.set_title(title or f"memory plan: arena {mp.arena_bytes / 1024:.1f} KiB")
+    # below the axes, so it never hides a buffer
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9, frameon=False)
     if own:
         fig.tight_layout()
         if path:
             fig.savefig(path, dpi=100)
-        plt.close(fig)
     return ax

@@ -120,7 +120,21 @@ class Optimizer:
                     "optimizer.reset() to drop the old state"
                 )
 
+    def init_state(self) -> None:
+        """Create the buffers the update reads (zeros) before the first step.
+
+        The first step then computes what the later ones compute (SGD's
+        ``momentum * 0 + grad`` is ``grad``), so a compiled step is one program
+        from the first call on (chapter 9 traces it once).
+        """
+        for name, p in self.named_params():
+            self._init(p, self.state.setdefault(name, {}))
+
+    def _init(self, p: Tensor, state: dict) -> None:
+        pass
+
     def step(self) -> None:
+        self.init_state()
         self.steps += 1
         with no_grad():
             for name, p in self.named_params():
@@ -148,6 +162,12 @@ class SGD(Optimizer):
             )
         super().__init__(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
 
+    def _init(self, p, state):
+        if self.defaults["momentum"] and state.get("velocity") is None:
+            from ..core.creation import zeros
+
+            state["velocity"] = zeros(p.shape, dtype=p.dtype, device=p.device)
+
     def update(self, p, grad, state):
         d = self.defaults
         new, state["velocity"] = sgd_step(
@@ -171,14 +191,17 @@ class Adam(Optimizer):
             raise ValueError(f"Adam: need lr > 0 and betas in [0, 1), got lr={lr}, betas={betas}")
         super().__init__(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
 
-    def update(self, p, grad, state):
-        from ..core.creation import zeros
-
-        d = self.defaults
+    def _init(self, p, state):
         if "m" not in state:
+            from ..core.creation import zeros
+
             state["m"] = zeros(p.shape, dtype=p.dtype, device=p.device)
             state["v"] = zeros(p.shape, dtype=p.dtype, device=p.device)
             state["t"] = 0
+
+    def update(self, p, grad, state):
+        d = self.defaults
+        self._init(p, state)
         state["t"] += 1
         new, state["m"], state["v"] = adam_step(
             p,

@@ -23,7 +23,8 @@ from .patterns import (
     identity_operand,
     pattern,
 )
-from .plan import CompiledPlan, Plan, Step, compile_graph, kernel_for, lower, run_plan
+from .pipeline import STAGES, CompileUnit, Stage, compile_graph, register_stage
+from .plan import CompiledPlan, Plan, Step, kernel_for, lower, run_plan
 from .rewrite import (
     attrs_key,
     clone_graph,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+MODES = ("default", "reduce-overhead", "max-autotune")
+
 
 @dataclass(frozen=True)
 class CompileOptions:
@@ -20,6 +22,23 @@ class CompileOptions:
     parallel: bool = False  # chapter 9: run independent steps on a thread pool
     dynamic: bool = False  # chapter 9: a retrace caused only by a dim's size makes it dynamic
     fast_math: bool = False  # chapter 7: SIMD float32 exp/tanh/sigmoid, within 2 ulp, not bitwise
+
+    def __post_init__(self) -> None:
+        from ..core.errors import OpError
+
+        for name in ("fuse", "memory", "inplace", "parallel", "dynamic", "fast_math"):
+            if not isinstance(getattr(self, name), bool):
+                raise OpError(
+                    "CompileOptions",
+                    f"{name} must be True or False, got {getattr(self, name)!r}",
+                    hint=f"CompileOptions({name}=True)",
+                )
+        if self.mode not in MODES:
+            raise OpError(
+                "CompileOptions",
+                f"unknown mode {self.mode!r}",
+                hint=f"use one of {', '.join(map(repr, MODES))}",
+            )
 
     def __str__(self) -> str:
         on = [k for k in ("fuse", "memory", "parallel", "dynamic", "fast_math") if getattr(self, k)]

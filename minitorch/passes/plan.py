@@ -11,27 +11,20 @@ pre-inferred spec. Running it is one flat loop of kernel calls.
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from ..backends import base as backends
+from ..core import instrument as profiler
 from ..core.errors import OpError
-from ..core.ops import NUMPY_FUNCS
-from ..core.registry import OpKind, Spec, get_op
+from ..core.registry import Spec, get_op
 from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
-from ..profiler import core as profiler
-from ..tensor.data import TensorData
-from ..tensor.indexing import strides_from_shape
 from ..tracing.graph import Graph, Node
 from ..tracing.interpreter import CompiledGraph, interpret
-from .manager import dump_folder, optimize
 from .options import DEFAULT
-from .rewrite import clone_graph
 
 
 class Step(NamedTuple):
@@ -58,6 +51,9 @@ class Plan:
     consts: list = field(default_factory=list)  # (slot, Tensor)
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
+    # output slot -> input slot whose storage it may be written into (chapter 9's
+    # training steps donate the old parameters and optimizer buffers)
+    donated: dict = field(default_factory=dict)
 
     def text(self) -> str:
         lines = [f"plan: {len(self.steps)} steps over {self.num_slots} slots"]
@@ -118,154 +114,19 @@ def kernel_for(backend: str | None) -> Callable[[Node], Callable]:
     """The kernel a node runs with on ``backend`` (default: the device's current backend)."""
 
     def find(node: Node) -> Callable:
-        if node.op == "cond":
-            return _cond_kernel(node)
         b = backends.get_backend(backend) if backend else backends.current(node.spec.device)
-        if node.op == "fused":  # chapter 7: a generated kernel, or the subgraph interpreted
-            from ..fusion.ir import fused_kernel
-
-            return fused_kernel(node, b.name)
+        special = NODE_KERNELS.get(node.op)  # cond; chapter 7's fused nodes
+        if special is not None:
+            return special(node, b.name)
         op = get_op(node.op)
-        k = b.kernel(op)
-        if (
-            b.name == "numpy"
-            and op.name in NUMPY_FUNCS
-            and not (op.kernels.keys() & {"numpy", "*"})
-        ):
-            if op.kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST):
-                return _prepared(NUMPY_FUNCS[op.name], node)
-            if op.kind is OpKind.REDUCE and node.spec.device == "cpu":
-                return _prepared_reduce(NUMPY_FUNCS[op.name], node)
-        if b.name == "numpy" and op.name == "matmul" and op.kernels.get("numpy") is k:
-            return _prepared_matmul(node)
-        if b.name == "numpy" and op.name == "relu" and op.kernels.get("numpy") is k:
-            return _prepared(np.maximum, node, 0)
-        return k
+        k = b.kernel(op)  # raises, naming the op, when the backend has none
+        # the backend's own kernel, specialised to the node's specs (numpy's take ``dest=``)
+        return b.prepare(op, node.spec, [i.spec for i in node.inputs]) or k
 
     return find
 
 
-def _prepared(fn: Callable, node: Node, scalar=None) -> Callable:
-    """The numpy backend's generic kernel, specialised to the specs the graph knows.
-
-    The layouts a contiguous input would have and the output's strides are
-    computed once here instead of on every call; the numpy error state is set
-    once per plan run (see ``CompiledPlan.run``) instead of once per op.
-    """
-    spec = node.spec
-    shape, dtype = spec.shape, spec.dtype
-    strides = tuple(strides_from_shape(shape))
-
-    def viewer(i: Node) -> Callable:
-        st, sh, n = tuple(strides_from_shape(i.spec.shape)), i.spec.shape, i.spec.size
-
-        def view(d: TensorData):
-            if d.offset == 0 and d.strides == st and d.storage.size == n:
-                return d.storage.reshape(sh)
-            return d.as_numpy_view()
-
-        return view
-
-    def done(r) -> TensorData:
-        if r.dtype != dtype:
-            r = r.astype(dtype)
-        # reshape(-1) copies only when r is not in C order (ufuncs keep a transposed layout)
-        return TensorData(r.reshape(-1), shape, strides, 0)
-
-    # casting="unsafe" costs ~0.5 us a call: ask for it only where dtypes differ
-    same = all(np.dtype(i.spec.dtype) == np.dtype(dtype) for i in node.inputs)
-    cast = {} if same else {"casting": "unsafe"}
-    ufunc = isinstance(fn, np.ufunc) and fn.nout == 1
-
-    def into(dest, *arrays) -> TensorData:
-        # chapter 8: write into ``dest`` (a view of the arena), as ``fn(...).astype`` would
-        if ufunc:
-            fn(*arrays, out=dest.reshape(shape), **cast)
-        else:
-            np.copyto(dest.reshape(shape), fn(*arrays), casting="unsafe")
-        return TensorData(dest, shape, strides, 0)
-
-    if scalar is not None:  # relu = maximum(x, 0)
-        va = viewer(node.inputs[0])
-
-        def kernel(a, out, dest=None):
-            if dest is not None:
-                return into(dest, va(a), scalar)
-            return done(fn(va(a), scalar))
-    elif len(node.inputs) == 1:
-        va = viewer(node.inputs[0])
-
-        def kernel(a, out, dest=None):
-            if dest is not None:
-                return into(dest, va(a))
-            r = fn(va(a))
-            if r.dtype != dtype:
-                r = r.astype(dtype)
-            return TensorData(r.reshape(-1), shape, strides, 0)
-    elif len(node.inputs) == 2:
-        va, vb = viewer(node.inputs[0]), viewer(node.inputs[1])
-
-        def kernel(a, b, out, dest=None):
-            if dest is not None:
-                return into(dest, va(a), vb(b))
-            r = fn(va(a), vb(b))
-            if r.dtype != dtype:
-                r = r.astype(dtype)
-            return TensorData(r.reshape(-1), shape, strides, 0)
-    else:
-        views = [viewer(i) for i in node.inputs]
-
-        def kernel(*inputs, out, dest=None):
-            arrays = [v(d) for v, d in zip(views, inputs)]
-            return done(fn(*arrays)) if dest is None else into(dest, *arrays)
-
-    kernel.__name__ = node.op
-    kernel.writes_into = True  # chapter 8's protocol: accepts ``dest=``
-    return kernel
-
-
-def _prepared_matmul(node: Node) -> Callable:
-    """numpy's matmul, able to write into ``dest`` (chapter 8); otherwise as the backend's."""
-    shape, dtype = node.spec.shape, node.spec.dtype
-    strides = tuple(strides_from_shape(shape))
-
-    def matmul(a, b, out, dest=None):
-        x, y = a.as_numpy_view(), b.as_numpy_view()
-        if dest is None:
-            return TensorData.wrap(np.asarray(np.matmul(x, y), dtype=dtype))
-        if x.dtype == y.dtype == dtype:
-            np.matmul(x, y, out=dest.reshape(shape))
-        else:
-            np.copyto(dest.reshape(shape), np.matmul(x, y), casting="unsafe")
-        return TensorData(dest, shape, strides, 0)
-
-    matmul.writes_into = True
-    return matmul
-
-
-def _prepared_reduce(fn: Callable, node: Node) -> Callable:
-    """A numpy reduction (``sum``, ``max``...) able to write into ``dest`` (chapter 8)."""
-    shape, dtype = node.spec.shape, node.spec.dtype
-    strides = tuple(strides_from_shape(shape))
-    same = node.inputs[0].spec.dtype == dtype  # else numpy would accumulate in another dtype
-
-    def reduce(a, out, axis, keepdims, dest=None):
-        x = a.as_numpy_view()
-        if dest is None:
-            return TensorData.wrap(np.asarray(fn(x, axis=axis, keepdims=keepdims), dtype=dtype))
-        if same and x.size:
-            fn(x, axis=axis, keepdims=keepdims, out=dest.reshape(shape))
-        else:
-            r = fn(x, axis=axis, keepdims=keepdims)
-            np.copyto(dest.reshape(shape), r, casting="unsafe")
-        return TensorData(dest, shape, strides, 0)
-
-    reduce.__name__ = node.op
-    reduce.writes_into = True
-    return reduce
-
-
-def _cond_kernel(node: Node) -> Callable:
+def _cond_kernel(node: Node, backend: str = "") -> Callable:
     """``cond`` picks a branch from a value, so it runs its branch graph when called."""
     device = node.spec.device
 
@@ -275,6 +136,13 @@ def _cond_kernel(node: Node) -> Callable:
         return interpret(branch, *args[1:])._data
 
     return cond
+
+
+# Nodes that are not registry ops, and how they run in a plan: ``make(node, backend_name)``.
+# Chapter 7 adds "fused" (a generated kernel, or the subgraph interpreted).
+NODE_KERNELS: dict[str, Callable] = {"cond": _cond_kernel}
+# Chapter 8 puts its planner here: ``plan_memory(compiled) -> MemoryPlan``.
+MEMORY_PLANNER: list = []
 
 
 class CompiledPlan(CompiledGraph):
@@ -296,7 +164,8 @@ class CompiledPlan(CompiledGraph):
         self.grad_consts = any(n.value.requires_grad for n in graph.constants)
         self._plans: dict = {}
         self._out_devices = [n.spec.device for n in graph.outputs]
-        self.interpreted = False  # True once lowering or run_plan turned out unimplemented
+        self.interpreted = False  # True when lowering's exercises (6.9, 6.10) are not done
+        self.donations: list = []  # (input, output) pairs, set by a training step
 
     @property
     def plan(self) -> Plan:
@@ -304,7 +173,25 @@ class CompiledPlan(CompiledGraph):
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = lower(self.graph, kernel_for(self.backend))
+            self._donate(plan)
         return plan
+
+    def donate(self, pairs: list) -> None:
+        """``(input k, output j)`` pairs: output ``j`` replaces input ``k``, whose old value
+        the caller drops, so a runner may write it into input ``k``'s storage."""
+        self.donations = list(pairs)
+        for plan in self._plans.values():
+            self._donate(plan)
+
+    def _donate(self, plan: Plan) -> None:
+        ins, outs, specs = plan.inputs, plan.outputs, self.specs
+        out_specs = [n.spec for n in self.graph.outputs]
+        plan.donated = {
+            outs[j]: ins[k]
+            for k, j in self.donations
+            if outs.count(outs[j]) == 1 and ins.count(ins[k]) == 1 and ins[k] not in outs
+            and specs[k] == out_specs[j] and specs[k].device == "cpu"
+        }  # fmt: skip
 
     def run(self, *inputs):
         specs = self.specs
@@ -318,33 +205,42 @@ class CompiledPlan(CompiledGraph):
         if (grad or self.grad_consts) and is_grad_enabled() or self.interpreted:
             return super().run(*inputs)
         ctx = backends.use_backend(self.backend) if self.backend else contextlib.nullcontext()
-        try:
-            with ctx, np.errstate(all="ignore"):  # inf/nan follow IEEE, as in eager
-                if profiler.enabled():  # chapter 10: the plan is one "plan" slice
-                    shapes = [x.shape for x in inputs]
-                    with profiler.kernel(self.graph.name, shapes, self.backend or "", cat="plan"):
-                        outs = self.runner(_profiled(self.plan), [x._data for x in inputs])
-                else:
-                    outs = self.runner(self.plan, [x._data for x in inputs])
-        except NotImplementedError as e:
-            if "Exercise 6." not in str(e):
-                raise
-            # Chapter 6 not done yet: earlier chapters' jit keeps working, interpreted.
-            log.info("%s: running the graph with the chapter-5 interpreter", e)
-            self.interpreted = True
-            return super().run(*inputs)
+        with ctx, np.errstate(all="ignore"):  # inf/nan follow IEEE, as in eager
+            if profiler.enabled():  # chapter 10: the plan is one "plan" slice
+                shapes = [x.shape for x in inputs]
+                with profiler.kernel(self.graph.name, shapes, self.backend or "", cat="plan"):
+                    outs = self.runner(self._profiled_plan(), [x._data for x in inputs])
+            else:
+                outs = self.runner(self.plan, [x._data for x in inputs])
         make = Tensor._make
         return self.graph.unflatten([make(d, dev) for d, dev in zip(outs, self._out_devices)])
 
     __call__ = run
 
+    def run_data(self, datas: list) -> list | None:
+        """The plan on raw data whose specs the caller guarantees (a compiled step's key and
+        guards hold them), without autograd: the outputs' data, or ``None`` when only
+        :meth:`run` can (interpreted, recorded by the profiler, another backend)."""
+        if self.interpreted or self.backend or profiler.enabled():
+            return None
+        if self.grad_consts and is_grad_enabled():
+            return None
+        with np.errstate(all="ignore"):  # inf/nan follow IEEE, as in eager
+            return self.runner(self.plan, datas)
+
+    def _profiled_plan(self) -> Plan:
+        """The plan whose kernels record events, made once (a runner binds it once too)."""
+        plan = self.plan
+        cached = self.__dict__.get("_profiled")
+        if cached is None or cached[0] is not plan:
+            cached = self._profiled = (plan, _profiled(plan))
+        return cached[1]
+
     def memory_plan(self):
         """Chapter 8: where each buffer of the plan lives in the arena, and how good that is."""
-        from ..memory import ArenaRunner
-
-        runner = self.runner if isinstance(self.runner, ArenaRunner) else None
-        runner = runner or ArenaRunner(inplace=self.options.inplace)
-        return runner.memory(self.plan)
+        if not MEMORY_PLANNER:
+            raise OpError("memory_plan", "memory planning (chapter 8) is not loaded")
+        return MEMORY_PLANNER[0](self)
 
     def __repr__(self) -> str:
         return (
@@ -366,71 +262,5 @@ def _profiled(plan: Plan) -> Plan:
         kernel.writes_into = getattr(st.kernel, "writes_into", False)  # chapter 8's dest=
         return st._replace(kernel=kernel)
 
-    return Plan(
-        [wrap(st) for st in plan.steps], plan.num_slots, plan.consts, plan.inputs, plan.outputs
-    )
-
-
-log = logging.getLogger("minitorch.passes")
-_dumps: dict[str, int] = {}  # dumps per graph name, so a retrace does not overwrite
-
-
-def compile_graph(graph: Graph, backend=None, passes=None, debug=False, options=None):
-    """Verify ``graph``, optimise a copy with ``passes`` (default pipeline if None), lower it.
-
-    The stages, each dumped: passes (chapter 6), then with ``options`` fusion
-    (``options.fuse``, chapter 7), lowering to a plan, memory planning
-    (``options.memory``, chapter 8) and the runner (``options.mode``, chapter 9).
-    """
-    options = options or DEFAULT
-    graph.verify()
-    work = clone_graph(graph)
-    folder = dump_folder(debug)
-    dump = None
-    if folder:
-        _dumps[graph.name] = _dumps.get(graph.name, 0) + 1
-        dump = os.path.join(folder, f"{graph.name}_{_dumps[graph.name]}_passes")
-    try:
-        stats = optimize(work, passes, debug=debug, dump=dump)
-    except NotImplementedError as e:
-        if "Exercise 6." not in str(e):
-            raise
-        # Chapter 6 not done yet: chapter 5's jit must keep working, unoptimised.
-        log.info("%s: the graph runs without passes", e)
-        work, stats = clone_graph(graph), []
-    if debug:
-        work.verify()
-    fusion = None
-    if options.fuse:  # chapter 7: group ops into fused nodes, dumped as NN-fused.txt
-        from ..fusion import fuse_stage
-
-        fusion = fuse_stage(work, debug=debug, dump=dump, number=len(stats) + 1)
-        for n in work.nodes if options.fast_math else ():  # the code generator reads it
-            if n.op == "fused":
-                n.attrs["fast_math"] = True
-    compiled = CompiledPlan(graph, work, backend, stats, options)
-    compiled.fusion = fusion  # a FusionReport (groups, refusals) or None
-    # chapters 8 and 9: memory planning and the runner are chosen here from ``options``
-    if options.memory:
-        from ..memory import install
-
-        install(compiled, dump)
-    if options.mode != "default":  # chapter 9: a generated runner, autotuned matmuls
-        from ..compile.runner import install
-
-        install(compiled, dump)
-    if options.parallel:  # chapter 9: independent steps run on a thread pool
-        from ..compile.parallel import install
-
-        install(compiled)
-    if dump:
-        with open(os.path.join(dump, "plan.txt"), "w", encoding="utf-8") as f:
-            try:
-                f.write(compiled.plan.text() + "\n")
-            except NotImplementedError as e:
-                f.write(f"no plan: {e}\n")
-        if fusion is not None:  # chapter 7: the generated source of every fused group
-            from ..fusion.runtime import dump_kernels
-
-            dump_kernels(work, dump)
-    return compiled
+    steps = [wrap(st) for st in plan.steps]
+    return Plan(steps, plan.num_slots, plan.consts, plan.inputs, plan.outputs, plan.donated)

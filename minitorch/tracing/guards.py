@@ -21,6 +21,7 @@ Walking the state before and after the trace also shows the trace's side effects
 from __future__ import annotations
 
 import dataclasses
+import dis
 import struct
 import sys
 import types
@@ -87,8 +88,16 @@ def _library(obj) -> bool:
     return top in _LIBRARIES or top in sys.stdlib_module_names
 
 
+_GLOBAL_READS = {"LOAD_GLOBAL", "LOAD_NAME"}
+
+
 def _names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
+    """The global names ``code`` (and the functions defined in it) read.
+
+    Not ``co_names``: it also holds attribute names, so ``opt.step()`` would make a
+    global called ``step`` part of the guard.
+    """
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_READS}
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             names |= _names(c)
@@ -125,9 +134,32 @@ def resolve(root, path: tuple):
                 x = getattr(type(x), arg)
             elif kind == "jit":
                 x = x.fn
+            elif kind == "type":
+                x = type(x)
+            elif kind == "flag":  # an attribute its class may hold (Module.training)
+                x = getattr(x, arg)
         except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:
             raise LookupError(str(e)) from None
     return x
+
+
+def resolver(root):
+    """``resolve`` for many paths from one root, each shared prefix followed once (every
+    parameter of a module reached through a closure shares the way to the module)."""
+    memo: dict = {}
+    args = root[1]
+
+    def get(path: tuple):
+        x = memo.get(path, _GONE)
+        if x is _GONE:
+            x = resolve(root, path) if len(path) < 2 else resolve((get(path[:-1]), args), path[-1:])
+            memo[path] = x
+        return x
+
+    return get
+
+
+_GONE = object()
 
 
 def path_name(path: tuple) -> str:
@@ -136,7 +168,7 @@ def path_name(path: tuple) -> str:
         if kind in ("glob", "cell"):
             word = "global" if kind == "glob" else "closure"
             out = f"{word} {arg}" if not out else f"{out} -> {word} {arg}"
-        elif kind == "attr":  # from the root: the jitted object itself (a module)
+        elif kind in ("attr", "flag"):  # from the root: the jitted object itself (a module)
             out = f"{out or 'self'}.{arg}"
         elif kind == "item":
             out = f"{out}[{arg!r}]"
@@ -144,6 +176,8 @@ def path_name(path: tuple) -> str:
             out = "self" if not out else f"{out}.__self__"
         elif kind == "arg":
             out = arg[1]  # (position, name)
+        elif kind == "type":
+            out = f"type({out or 'self'})"
     return out or "the function"
 
 
@@ -199,9 +233,15 @@ def scan(fn, args=(), names=()) -> State:
             walk(x.fn, path + (("jit", None),), depth + 1)
         elif isinstance(x, (types.ModuleType, type)):
             return
+        elif _is_optimizer(x):  # its state and step count are the step's inputs (chapter 9)
+            state.idents[path] = x
         elif hasattr(x, "__dict__") and (
             not _library(x) or _is_module(x) or dataclasses.is_dataclass(x)
         ):
+            # its class too: a layer swapped for another one with no state (ReLU -> Tanh)
+            state.idents[path + (("type", None),)] = type(x)
+            if _is_module(x):  # eval() sets what the class held until then
+                state.values[path + (("flag", "training"),)] = value_key(x.training)
             for k, v in list(vars(x).items()):
                 if not k.startswith("__"):
                     walk(v, path + (("attr", k),), depth + 1)
@@ -239,6 +279,12 @@ def scan(fn, args=(), names=()) -> State:
     return state
 
 
+def _is_optimizer(x) -> bool:
+    from ..nn.optim import Optimizer
+
+    return isinstance(x, Optimizer)
+
+
 def _is_module(x) -> bool:
     from ..nn.module import Module
 
@@ -264,16 +310,24 @@ def side_effects(before: State, after: State) -> list[str]:
     return out
 
 
+_DTYPE_NAMES: dict = {}  # numpy computes ``dtype.name`` anew on every read
+
+
 def tensor_guard(t) -> tuple:
-    return (tuple(t.shape), t.dtype.name, t.device, bool(t.requires_grad))
+    dtype = t.dtype
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return (tuple(t.shape), name, t.device, bool(t.requires_grad))
 
 
 def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[str]:
     """Why the state read from ``root`` differs from what a trace recorded ([] if it does not)."""
     reasons = []
+    get = resolver(root)  # each shared prefix of the paths followed once
     for path, key in values.items():
         try:
-            now = resolve(root, path)
+            now = get(path)
         except LookupError:
             reasons.append(f"{path_name(path)} is gone")
             continue
@@ -288,7 +342,7 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
                 reasons.append(f"{path_name(path)} changed from {show(key)} to {show(new)}")
     for path, n in sizes.items():
         try:
-            now = len(resolve(root, path))
+            now = len(get(path))
         except (LookupError, TypeError):
             reasons.append(f"{path_name(path)} is gone")
             continue
@@ -296,13 +350,19 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
             reasons.append(f"{path_name(path)} changed size from {n} to {now}")
     for path, obj in idents.items():
         try:
-            if resolve(root, path) is not obj:
+            now = get(path)
+            if now is obj:
+                continue
+            if path[-1][0] == "type":
+                where = path_name(path[:-1])
+                reasons.append(f"{where} changed class from {obj.__name__} to {now.__name__}")
+            else:
                 reasons.append(f"{path_name(path)} is a different object")
         except LookupError:
             reasons.append(f"{path_name(path)} is gone")
     for path, g in tensors:
         try:
-            t = resolve(root, path)
+            t = get(path)
         except LookupError:
             reasons.append(f"{path_name(path)} is gone")
             continue
@@ -310,6 +370,8 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
             reasons.append(f"{path_name(path)} is no longer a tensor")
             continue
         now = tensor_guard(t)
+        if now == g:
+            continue
         for what, old, new in zip(("shape", "dtype", "device", "requires_grad"), g, now):
             if old != new:
                 reasons.append(f"{path_name(path)}.{what} changed from {old!r} to {new!r}")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 
 from ..backends.base import use_backend
+from ..core import instrument as profiler
 from ..core.errors import OpError
 from ..core.registry import dispatch
 from ..exercises import exercise
-from ..profiler import core as profiler
 from .graph import Graph, Node
 
 

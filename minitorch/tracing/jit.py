@@ -14,12 +14,13 @@ import hashlib
 import inspect
 import logging
 import os
+import textwrap
 import types
 import warnings
 from dataclasses import dataclass, field
 
 from ..core import creation
-from ..core.errors import OpError  # noqa: F401  (the error the exercises raise)
+from ..core.errors import OpError
 from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
 from . import guards
@@ -181,13 +182,13 @@ class Trace:
     def graph(self) -> Graph:
         return self.graphs[0]
 
-    def check(self, fn, values: list) -> list[str]:
+    def check(self, fn, values: list, ctx=None) -> list[str]:
         """Why this trace does not fit the state ``fn`` reads now ([] if it fits)."""
         return guards.check((fn, values), self.values, self.sizes, self.idents, self.tensors)
 
     def inputs(self, fn, values: list) -> list:
-        root = (fn, values)
-        return [values[f] if isinstance(f, int) else guards.resolve(root, f) for f in self.feeds]
+        get = guards.resolver((fn, values))
+        return [values[f] if isinstance(f, int) else get(f) for f in self.feeds]
 
 
 def _where(fn) -> str:
@@ -381,7 +382,7 @@ class JitFunction:
         """Every trace this function can reuse, by (argument key, number)."""
         return {(k, i): t for k, ts in self.store.entries.items() for i, t in enumerate(ts)}
 
-    def _key(self, values) -> tuple:
+    def _key(self, values, ctx=None) -> tuple:
         grads = tuple(bool(v.requires_grad) for v in values if isinstance(v, Tensor))
         return guards.by_bits(cache_key(tuple(values))), grads, is_grad_enabled()
 
@@ -400,23 +401,29 @@ class JitFunction:
                     reasons.append(f"{n}.requires_grad changed from {a} to {b}")
         return reasons
 
+    # What a front end adds to jit (chapter 9's compiled step is one): the call's context
+    # (None here), a key over it, how an entry runs and how a call is traced. Later
+    # chapters hook in through ``DYNAMIC`` (dynamic dims), never by being imported here.
+
+    def _context(self, values):
+        return None
+
     def __call__(self, *args, **kwargs):
         names, values, bound = self._binder.flatten(args, kwargs)
         if tracing() and any(isinstance(v, Proxy) for v in values):
             return self.fn(*args, **kwargs)  # called inside another trace: inline it
-        key = self._key(values)
+        ctx = self._context(values)
+        key = self._key(values, ctx)
         reasons: list[str] = []
         for entry in reversed(self.store.entries.get(key, [])):
-            failed = entry.check(self.fn, values)
+            failed = entry.check(self.fn, values, ctx)
             if not failed:
-                return self._run(entry, names, values, bound, args, kwargs)
+                return self._run(entry, names, values, bound, args, kwargs, ctx)
             reasons = reasons or failed
-        if self.dynamic:  # chapter 9: a graph traced with symbolic sizes
-            from ..compile import dynamic
-
-            entry, failed = dynamic.find(self, values, key)
+        if self.dynamic and DYNAMIC:  # chapter 9: a graph traced with symbolic sizes
+            entry, failed = DYNAMIC[0].find(self, values, key, ctx)
             if entry is not None:
-                return dynamic.run(self, entry, values)
+                return DYNAMIC[0].run(self, entry, values, ctx)
             reasons = failed or reasons
         if self.fell_back:
             return self.fn(*args, **kwargs)
@@ -438,22 +445,33 @@ class JitFunction:
             log.info("jit(%s): retracing because %s", self.name, reason)
             if self.debug:
                 print(f"jit({self.name}): retracing because {reason}")
-        entry = self._trace(names, values, bound, key)
+        try:
+            entry = self._trace(names, values, bound, key, ctx)
+        except (AttributeError, TypeError) as e:
+            lists = [f"{n} (a {type(v).__name__})" for n, v in zip(names, values)
+                     if isinstance(v, (list, tuple)) and v and not isinstance(v[0], Tensor)]  # fmt: skip
+            if not lists:
+                raise
+            raise OpError(
+                self.name,
+                f"tracing failed ({type(e).__name__}: {e}); {', '.join(lists)} is a static "
+                "Python value, baked into the graph",
+                hint="pass numbers the step computes with as a tensor: minitorch.tensor([...])",
+            ) from e
         self.store.add(key, entry)
-        from ..compile import dynamic  # chapter 9: mark_dynamic, automatic dynamic dims
-
-        dynamic.after_trace(self, names, values, bound, key, self._last_key, entry)
+        if DYNAMIC:  # chapter 9: mark_dynamic, automatic dynamic dims
+            DYNAMIC[0].after_trace(self, names, values, bound, key, self._last_key, entry, ctx)
         self._last_key = key
         return entry.result
 
-    def _run(self, entry: Trace, names, values, bound, args, kwargs):
+    def _run(self, entry: Trace, names, values, bound, args, kwargs, ctx=None):
         if entry.eager is not None:
             return self.fn(*args, **kwargs)  # e.g. random numbers: Python draws them
         if entry.compiled is None:
             return self._trace(names, values, bound, None).result  # breaks: Python runs
         return entry.compiled.run(*entry.inputs(self.fn, values))
 
-    def _trace(self, names, values, bound, key) -> Trace:
+    def _trace(self, names, values, bound, key, ctx=None) -> Trace:
         t = trace_call(
             self.fn,
             self._binder,
@@ -470,15 +488,18 @@ class JitFunction:
             self.trace_count += 1
             self.store.trace_count += 1
             _dump(t.graphs, self.debug, self._tag(key))
-            if t.side_effects:
-                warnings.warn(
-                    f"jit({self.name}): while tracing, the function changed Python state: "
-                    + "; ".join(t.side_effects)
-                    + ". Such side effects run once, when tracing, not on every call",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+            self._warn_side_effects(t.side_effects)
         return t
+
+    def _warn_side_effects(self, effects: list[str], entry: str = "jit") -> None:
+        if effects:
+            warnings.warn(
+                f"{entry}({self.name}): while tracing, the function changed Python state: "
+                + "; ".join(effects)
+                + ". Such side effects run once, when tracing, not on every call",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     def _tag(self, key) -> str:
         """A file name unique per function (code location) and signature."""
@@ -511,10 +532,28 @@ class JitFunction:
             fullgraph=self.fullgraph,
             debug=self.debug,
             cache_limit=self.cache_limit,
+            passes=self.passes,
+            options=self.options,
         )
 
     def __repr__(self) -> str:
         return f"<jit {self.name}: {len(self.cache)} cached signature(s)>"
+
+
+def check_arguments(entry: str, fn, **flags) -> None:
+    """What every front end checks before it traces: a callable, bools, a positive limit."""
+    if not callable(fn) or isinstance(fn, Tensor):
+        raise OpError(
+            entry,
+            f"expects a function, a method or an nn.Module, got {type(fn).__name__} {fn!r:.60}",
+            hint=f"{entry}(step) or @minitorch.{entry} on a def",
+        )
+    for name, v in flags.items():
+        if name == "cache_limit":
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise OpError(entry, f"cache_limit must be an int >= 1, got {v!r}", hint="8")
+        elif not isinstance(v, bool):
+            raise OpError(entry, f"{name} must be True or False, got {v!r}")
 
 
 # One JitFunction per (function, options), kept on the function itself (so it dies
@@ -544,6 +583,13 @@ def jit(fn=None, *, fullgraph=False, debug=False, cache_limit=8, passes=None, op
             passes=passes,
             options=options,
         )
+    check_arguments("jit", fn, fullgraph=fullgraph, debug=debug, cache_limit=cache_limit)
+    if options is not None and type(options).__name__ != "CompileOptions":
+        raise OpError(
+            "jit",
+            f"options must be a CompileOptions, got {type(options).__name__} {options!r}",
+            hint="jit(fn, options=minitorch.CompileOptions(fuse=True))",
+        )
     passes = None if passes is None else tuple(passes)
     if isinstance(fn, JitFunction):
         fn = fn.fn
@@ -569,6 +615,8 @@ class ExplainOutput:
     side_effects: list[str] = field(default_factory=list)
     fusion: object = None  # chapter 7: a FusionReport when options.fuse
     dynamic: list[str] = field(default_factory=list)  # chapter 9: dynamic dims and why
+    stage_lines: list[str] = field(default_factory=list)  # the compiler's stages, in order
+    pass_stats: list = field(default_factory=list)  # chapter 6
 
     @property
     def op_count(self) -> int:
@@ -581,31 +629,44 @@ class ExplainOutput:
             f"Op count: {self.op_count}",
         ]
         for g in self.graphs:
-            lines.append(f"  {g.name}: {len(g)} ops {g.op_names()}")
+            ops = textwrap.wrap(" ".join(g.op_names()), 76)  # a long graph stays readable
+            lines.append(f"  {g.name}: {len(g)} ops: {ops[0] if ops else ''}")
+            lines += [f"    {line}" for line in ops[1:]]
         if self.break_reasons:
             lines.append("Break reasons:")
             lines += [f"  {k + 1}. {b}" for k, b in enumerate(self.break_reasons)]
         if self.pass_stats:
             lines.append("Passes:")
             lines += [f"  {s}" for s in self.pass_stats]
-        if self.fusion is not None:
-            lines.append("Fusion:")
-            lines += [f"  {line}" for line in self.fusion.lines()]
-            from ..fusion.runtime import explain_lines  # how each group runs (codegen)
-
-            lines += explain_lines(self.fusion.groups)
-        lines += getattr(self, "stage_lines", [])  # chapters 8-9, through EXPLAIN_HOOKS
+        lines += self.stage_lines  # what each stage of the compiler says (chapters 7-9)
         if self.dynamic:
             lines.append("Dynamic dims:")
             lines += [f"  {s}" for s in self.dynamic]
         if self.side_effects:
             lines.append("Side effects (they ran once, while tracing, not on every call):")
             lines += [f"  - {s}" for s in self.side_effects]
-        return "\n".join(lines)
+        return "\n".join(wrap_report(lines))
 
 
-# Later stages add their lines to ``explain``: ``hook(compiled) -> list[str]`` (chapter 8: arena).
+def wrap_report(lines: list[str], width: int = 96) -> list[str]:
+    """Report lines folded at ``width``, continuations indented under their line, so that
+    a long refusal or guard reason is read in a terminal or a book page without scrolling."""
+    out = []
+    for line in lines:
+        for part in line.split("\n"):
+            if len(part) <= width:
+                out.append(part)
+                continue
+            pad = " " * (len(part) - len(part.lstrip()) + 4)
+            out += textwrap.wrap(part, width, subsequent_indent=pad, break_on_hyphens=False)
+    return out
+
+
+# The compiler (chapter 6's pipeline) puts ``explain_lines(compiled) -> list[str]`` here.
 EXPLAIN_HOOKS: list = []
+# Chapter 9's dynamic dims install themselves here (``find``, ``run``, ``after_trace``,
+# ``explain_lines``): the tracer imports nothing from a later chapter.
+DYNAMIC: list = []
 
 
 def explain(fn, options=None):
@@ -633,9 +694,8 @@ def explain(fn, options=None):
         out.fusion = getattr(t.compiled, "fusion", None)
         if t.compiled is not None:
             out.stage_lines = [line for hook in EXPLAIN_HOOKS for line in hook(t.compiled)]
-        from ..compile.dynamic import explain_lines  # chapter 9
-
-        out.dynamic = explain_lines(fn, names, values, bound, t)
+        if DYNAMIC:  # chapter 9
+            out.dynamic = DYNAMIC[0].explain_lines(fn, names, values, bound, t)
         print(out)
         return out
 

@@ -2,13 +2,14 @@
 
 Used by the chapter 11 book page (every number it states comes from here when
 the book builds). Timings are CPU time (``time.process_time``) with BLAS and
-Numba on one thread each, the best of several back-to-back rounds, as the
+Numba on one thread each, the median of several interleaved rounds, as the
 graded benchmarks measure (a busy shared machine then slows both sides alike).
 """
 
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -91,8 +92,8 @@ def held_out_loss(model, seqs, batch_size=64) -> float:
     return total / count
 
 
-def best_ms(fns: dict, rounds: int = 5) -> dict:
-    """Best CPU milliseconds per call of each function, in alternating rounds."""
+def median_ms(fns: dict, rounds: int = 7) -> dict:
+    """Median CPU milliseconds per call of each function, in interleaved rounds."""
     times = {k: [] for k in fns}
     names = list(fns)
     for r in range(rounds):
@@ -100,14 +101,14 @@ def best_ms(fns: dict, rounds: int = 5) -> dict:
             t0 = time.process_time()
             fns[k]()
             times[k].append((time.process_time() - t0) * 1e3)
-    return {k: min(v) for k, v in times.items()}
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def step_comparison(vocab, batches_, held_out, mode="default", seed=0, **model_kw):
     """Train the same model eagerly and through ``minitorch.compile`` on the same fixed-shape
     batches: the capstone table's row (chapter 9's :class:`~minitorch.compile.capstone.Row`).
 
-    Step time is the best of alternating rounds on one batch after training; the peak is
+    Step time is the median of interleaved rounds on one batch after training; the peak is
     numpy's allocations during one step (``tracemalloc``); accuracy is next-character
     accuracy on ``held_out`` (a batch tuple).
     """
@@ -128,10 +129,21 @@ def step_comparison(vocab, batches_, held_out, mode="default", seed=0, **model_k
         runs[compiled] = (losses, first, peak, accuracy(model, *held_out))
         steps[compiled] = f
     b = batches_[0]
-    t = best_ms({"eager": lambda: steps[False](*b), "compiled": lambda: steps[True](*b)})
+    t = median_ms({"eager": lambda: steps[False](*b), "compiled": lambda: steps[True](*b)})
     (le, _, pe, ae), (lc, fc, pc, ac) = runs[False], runs[True]
     row = Row("TinyGPT 2x64", t["eager"], t["compiled"], pe, pc, fc, float("nan"), ae, ac, le, lc)
     return row, steps[True]
+
+
+def kernel_sharing(step) -> tuple[int, int]:
+    """Of the last-run step graph of ``step``: fused groups with generated kernels, and how
+    many distinct kernel modules they need (Numba compiles each once, on the first call)."""
+    from ..fusion.runtime import group_source
+
+    graph = step.last.compiled.graph
+    sources = [group_source(n) for n in graph.nodes if n.op == "fused"]
+    generated = [s for s in sources if not s.startswith("#")]  # "#": runs op by op on numpy
+    return len(generated), len(set(generated))
 
 
 def accuracy(model, ids, pos, targets, mask) -> float:
@@ -148,9 +160,56 @@ def step_shapes(seqs, batch_size, multiple) -> list:
     return sorted({(len(idx), padded) for padded, idx in groups})
 
 
+def mark_batch(batch) -> None:
+    """``mark_dynamic`` on the batch and time dims of ``(ids, pos, targets, mask)`` (sizes >= 2)."""
+    from ..compile.dynamic import mark_dynamic
+
+    for x, dims in zip(batch, ((0, 2), (2,), (0, 2), (0, 2))):
+        for d in dims:
+            if x.shape[d] >= 2:
+                mark_dynamic(x, d)
+
+
+def dynamic_training(vocab, seqs, steps, batch_size=32, multiple=16, mark=True, seed=0, **model_kw):
+    """Eager and ``minitorch.compile`` training on the same shuffled bucketed batches, every
+    shape of the length distribution: traces, per-size compiles, explain's lines, losses.
+
+    ``mark``: batch and time dims marked with ``mark_dynamic``; else automatic dynamic dims.
+    """
+    import itertools
+
+    from .. import compile as compile_
+    from ..nn.optim import Adam
+
+    runs = {}
+    for compiled in (False, True):
+        model = TinyGPT(vocab, seed=seed, **model_kw)
+        f = make_step(model, Adam(model, lr=3e-3))
+        f = compile_(f) if compiled else f
+        rng = np.random.default_rng(seed)
+        losses, shapes = [], set()
+        for batch in itertools.islice(batches(seqs, batch_size, multiple, rng), steps):
+            if compiled and mark:
+                mark_batch(batch)
+            shapes.add(tuple(batch[0].shape))
+            losses.append(float(f(*batch).item()))
+        runs[compiled] = losses, f
+    (eager, _), (ours, f) = runs[False], runs[True]
+    return {
+        "steps": len(ours),
+        "shapes": len(shapes),
+        "traces": f.trace_count,
+        "recompiles": list(f.recompiles),
+        "compiled_sizes": sum(e.compiled_sizes for e in f.dynamic),
+        "dynamic": [x for e in f.dynamic for x in e.lines] or list(f.dynamic_notes),
+        "eager_fallback": f.fell_back or f.eager_reason is not None,
+        "max_abs_diff": max(abs(a - b) for a, b in zip(eager, ours)),
+        "losses": (eager, ours),
+    }
+
+
 def dynamic_forward(model, seqs, batch_size=32, multiple=16, limit=None) -> dict:
     """The loss (no gradient) under ``jit`` with batch and time marked dynamic, over an epoch."""
-    from ..compile.dynamic import mark_dynamic
     from ..tracing.jit import explain, jit
 
     def loss_fn(ids, pos, targets, mask):
@@ -162,10 +221,7 @@ def dynamic_forward(model, seqs, batch_size=32, multiple=16, limit=None) -> dict
     with no_grad():
         for padded, idx in groups:
             ids, pos, tg, mk = make_batch([seqs[i] for i in idx], padded)
-            for x, dims in ((ids, (0, 2)), (pos, (2,)), (tg, (0, 2)), (mk, (0, 2))):
-                for d in dims:
-                    if x.shape[d] >= 2:
-                        mark_dynamic(x, d)
+            mark_batch((ids, pos, tg, mk))
             got = float(jf(ids, pos, tg, mk).item())
             want = float(loss_fn(ids, pos, tg, mk).item())
             worst = max(worst, abs(got - want))
@@ -190,7 +246,7 @@ def decode_rates(model, prompt, n=40, rounds=5) -> dict:
     """Tokens per second of greedy generation: eager decode steps against compiled ones.
 
     Each variant first runs once (its trace and compile, timed as ``first_s``), then
-    generates ``n`` tokens in alternating rounds; the best round counts.
+    generates ``n`` tokens in interleaved rounds; the median round counts.
     """
     from .. import compile as compile_
     from ..tracing.jit import jit
@@ -211,7 +267,7 @@ def decode_rates(model, prompt, n=40, rounds=5) -> dict:
     fns = {
         k: (lambda f=f: generate(model, prompt, n, temperature=0, step=f)) for k, f in runs.items()
     }
-    for name, ms in best_ms(fns, rounds).items():
+    for name, ms in median_ms(fns, rounds).items():
         out[f"{name}_tok_s"] = (len(prompt) + n) / (ms / 1e3)
     out["same_tokens"] = len({tuple(t) for t in texts.values()}) == 1
     out["traces"] = runs["jit"].trace_count

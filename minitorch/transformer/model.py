@@ -4,11 +4,11 @@ Every activation has the layout ``(batch, 1, time, features)``: heads come
 from broadcasting a ``(B, 1, T, C)`` activation against ``(H, C, D)`` weights
 (``matmul`` broadcasts batch dims), and they merge by a matmul with ``(H, D, C)``
 and a sum over the head dim. That is the usual split-and-concatenate, without a
-single ``reshape``. It matters for compilation: a reshape stores its target
-shape, sizes included, as an attribute, so a traced reshape of ``(B, T, C)`` to
-``(B, T, H, D)`` pins ``B`` and ``T`` and keeps those dims static (chapter 9's
-``program_difference`` says so in ``explain``). Positions are an input for the
-same reason: ``arange(T)`` built inside the model would be a constant of one size.
+single ``reshape``. A reshape stores its target shape, sizes included, as an
+attribute; chapter 9's dynamic dims turn an entry that follows a symbol (``B`` and
+``T`` in ``(B, T, H, D)``) into a template, so either form compiles once for every
+length. Positions are an input: ``arange(T)`` built inside the model would be a
+constant of one size, and a constant keeps ``T`` static.
 """
 
 from __future__ import annotations

@@ -56,7 +56,10 @@ def grow_group(group, refusals, recomputed):
             for m in group.members
             if m is not group.anchor
             for i in m.inputs
-            if i.op not in ("input", "const") and i not in group and i not in tried
+            if i.op not in ("input", "const")
+            and i not in group
+            and i not in tried
+            and (group.anchor is None or i not in group.anchor.inputs)
         }
         if not cands:
             return

@@ -185,6 +185,25 @@ def test_grow_group_never_fuses_into_an_anchor_prologue():
     )
 
 
+@graded("7.2", points=1)
+def test_grow_group_leaves_an_anchor_operand_that_the_epilogue_also_reads():
+    # a @ a + a: `a` is read by the matmul and by the add; it cannot run before the
+    # matmul inside the matmul's kernel, so it stays outside the group (issue 26, class 6)
+    g, (x,) = graph((2, 2))
+    a = node(g, "mul", x, const(g, 0.5))
+    mm = node(g, "matmul", a, a)
+    s = node(g, "add", mm, a)
+    g.set_outputs([s])
+    group, _, _ = _grow(s)
+    check(
+        _ops(group) == ["add", "matmul"],
+        "7.2",
+        "the matmul's operand is not pulled in through the epilogue",
+        got=_ops(group),
+        value=text(_ops(group)),
+    )
+
+
 # ---------------------------------------------------------------- 7.5
 
 

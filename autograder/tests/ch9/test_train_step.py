@@ -183,9 +183,9 @@ def test_compiled_training_equals_eager_over_20_steps():
     data = batches(1, 20, 8, 6, 3)
     f = _same_training("9.3", (6, 12, 3), data, lr=0.2, momentum=0.9)
     check(
-        len(f.entries) == 2,
+        len(f.entries) == 1,  # the momentum buffers exist (zeros) before the first step
         "9.3",
-        "one graph without and one with momentum buffers",
+        "one graph for every step, the first included",
         value=len(f.entries),
     )
 
@@ -218,7 +218,7 @@ def test_parameters_are_inputs_not_constants():
     loss = f(x2, y2).item()
     check(abs(loss - want) < 1e-5, "9.4", "the step must read the parameter's current value")
     check(
-        f.trace_count == 2,
+        f.trace_count == 1,  # the gradients missing on the first call are never read
         "9.4",
         "updating a parameter must not retrace",
         value=f.trace_count,
