@@ -10,10 +10,11 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade check-solutions check-installed check-starter load-test hashes oracle gradescope student-release mutants mutation test pytest lint format book release release-check lab clean help
+.PHONY: grade grade-submission check-solutions check-installed check-starter load-test hashes oracle gradescope student-release mutants mutation test pytest lint format book release release-check lab clean help
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
+	@echo "make grade-submission SUB=dir   official grading of a submission folder (as root)"
 	@echo "make check-solutions  grade the reference solutions: must be full marks (CH=N)"
 	@echo "make check-installed  the references installed as a learner's answers, graded as learners are"
 	@echo "make mutants CH=N     grade the known-wrong implementations of chapter N: all must lose points"
@@ -25,7 +26,7 @@ help:
 	@echo "make hashes           record the grader's files in autograder/hashes.json after a change"
 	@echo "make oracle           record the references' comparisons (after a change to tests or references)"
 	@echo "make gradescope       build/gradescope.zip: the Gradescope autograder"
-	@echo "make student-release  build/student/: the learner repository (references in a vault)"
+	@echo "make student-release  build/student/: the learner repository (CHAPTERS=1-4: references released)"
 	@echo "make lab              open the lab notebooks in JupyterLab"
 
 $(STAMP):
@@ -46,6 +47,12 @@ $(STAMP):
 grade: $(STAMP)
 	@$(PY) -m autograder $(GRADE_ARGS)
 
+# Official grading of a submission folder (its minitorch/ and exercises/), as Gradescope grades:
+# learner code runs as an unprivileged user in a world of its own. Needs root (sudo).
+grade-submission: $(STAMP)
+	@test -n "$(SUB)" || { echo "usage: make grade-submission SUB=path/to/submission"; exit 2; }
+	@$(PY) -m autograder --official --submission $(SUB) $(GRADE_ARGS) --json $(or $(JSON),build/results.json)
+
 check-solutions: $(STAMP)
 	@$(PY) -m autograder --solutions $(if $(CH),--chapter $(CH)) --json build/solutions.json
 
@@ -60,21 +67,21 @@ check-starter: $(STAMP)
 
 # After an intended change to the grader, its tests or the references: record their hashes.
 hashes: $(STAMP)
-	@$(PY) -m autograder.integrity --write
+	@$(PY) -m autograder.tools.integrity --write
 
 # After a change to the graded tests or the references: record the references' comparisons
 # (autograder/oracle.json.gz, the expected values the grader compares with), then the hashes.
 oracle: $(STAMP)
 	@$(PY) -m autograder --record-oracle --json build/oracle-run.json
-	@$(PY) -m autograder.integrity --write
+	@$(PY) -m autograder.tools.integrity --write
 
-# build/student/: the learner repository, references in autograder/vault.zip instead of solutions/.
+# build/student/: the learner repository; CHAPTERS=1-4 also releases those chapters' references.
 student-release: $(STAMP)
-	@$(PY) -m autograder.student_release --out build/student
+	@$(PY) -m autograder.tools.student_release --out build/student $(if $(CHAPTERS),--chapters $(CHAPTERS))
 
 # build/gradescope.zip: upload as the assignment's autograder (see CONTRIBUTING.md, class use).
 gradescope: $(STAMP)
-	@$(PY) -m autograder.gradescope --out build/gradescope.zip
+	@$(PY) -m autograder.tools.gradescope --out build/gradescope.zip
 
 mutants: $(STAMP)
 	@test -n "$(CH)" || { echo "usage: make mutants CH=N"; exit 2; }
@@ -103,10 +110,10 @@ book: $(STAMP)
 	@MINITORCH_MODE=reference MINITORCH_MODE_FIXED=1 $(BIN)/jupyter-book build book --warningiserror --keep-going
 
 release: $(STAMP)
-	@$(PY) -m autograder.release
+	@$(PY) -m autograder.tools.release
 
 release-check: $(STAMP)
-	@$(PY) -m autograder.release --check
+	@$(PY) -m autograder.tools.release --check
 
 # JupyterLab refuses to run as root unless told to (containers often run as root).
 lab: $(STAMP)

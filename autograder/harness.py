@@ -1,4 +1,4 @@
-"""What graded tests and benchmarks import: ``graded``, ``benchmark``, ``measure``, ``check``.
+"""What graded tests and benchmarks import: ``graded``, ``benchmark``, ``check``, ``compare``.
 
 A graded test::
 
@@ -6,40 +6,36 @@ A graded test::
     def test_broadcast_shape_matches_numpy():
         ...
 
-A graded benchmark (partial credit by bands on one measured figure)::
+A graded benchmark (partial credit by bands on one figure the parent computes)::
 
-    @benchmark("1.12", points=2, metric="speedup", bands=[(8, 1.0), (3, 0.5)])
+    @benchmark("1.12", points=2, metric="speedup", bands=[(8, 1.0), (3, 0.5)],
+               formula="slow / fast", baseline=("slow",))
     def bench_fast_path(report):
-        assert_close(run_fast(), expected, "1.12")  # never time a wrong answer
         t = compare({"fast": run_fast, "slow": grader_owned_baseline})
-        report(speedup=t.ratio("slow", "fast"), **t.figures_ms())
+        report(**t.figures_ms())  # shown, not graded
 
-``compare`` interleaves the two sides round by round and keeps each side's
-fastest round, so load on a shared machine (which only ever adds time) hits
-both sides alike; ``one_thread()`` runs both on one core each, so a parallel
-kernel is not compared against a single-threaded baseline.
+The parent runs a benchmark twice: with the learner's code, which times the
+sides not named in ``baseline``, and on the course's own code in reference
+mode, which times the baseline sides and computes what every other side must
+return. It times every sample itself (the child's CPU clock, read from
+outside), interleaving the two processes round by round, and computes
+``formula`` from each side's fastest sample (see ``autograder/grader/bench.py``).
 
 The grader finds these decorators by reading the files (it never imports
-learner code in its own process), runs them in a child process with the
+learner code in its own process), runs them in child processes with the
 exercise in focus, and scores from its own list.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
-import statistics
-import sys
-import time
-from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 from . import wire
+from .timing import Timings, compare, fresh, one_thread, perturb  # noqa: F401 - the tests' API
 
 _HONEST_TRUTH = (bool, np.bool_, int, float, str, tuple, list, dict, set, type(None))
 
@@ -84,11 +80,18 @@ def benchmark(
     bands: list[tuple[float, float]],
     higher_is_better: bool = True,
     needs: str | None = None,
+    formula: str | None = None,
+    baseline: tuple[str, ...] = (),
 ) -> pytest.MarkDecorator:
     """Mark a benchmark. ``bands`` is ``[(threshold, fraction), ...]``, best first.
 
-    The score is ``points * fraction`` of the first band the figure reaches.
-    ``needs="gpu"`` leaves it out of the total when no GPU is present.
+    ``formula`` computes the graded figure from the sides' seconds per call
+    (``"numpy / fused"``; ``+ - * /``, numbers, ``min`` and ``max``), over every
+    ``compare`` the benchmark makes; side names are unique within one benchmark.
+    ``baseline`` names the sides timed on the course's own code. Without a
+    ``formula`` the figure is the one the benchmark reports (not a timing:
+    memory, traffic). The score is ``points * fraction`` of the first band the
+    figure reaches. ``needs="gpu"`` leaves it out of the total without a GPU.
     """
     return pytest.mark.graded(
         exercise=exercise,
@@ -98,153 +101,9 @@ def benchmark(
         bands=[tuple(b) for b in bands],
         higher_is_better=higher_is_better,
         needs=needs,
+        formula=formula,
+        baseline=tuple(baseline),
     )
-
-
-def band_fraction(value: float, bands, higher_is_better: bool = True) -> float:
-    for threshold, fraction in bands:
-        if (value >= threshold) if higher_is_better else (value <= threshold):
-            return float(fraction)
-    return 0.0
-
-
-def measure(
-    fn: Callable[[], object], repeat: int = 7, warmup: int = 1, min_time: float = 0.005
-) -> float:
-    """Median seconds per call of ``fn`` after ``warmup`` calls.
-
-    Each sample loops ``fn`` until it has run for ``min_time``, so tiny
-    functions are timed over many calls.
-    """
-    for _ in range(warmup):
-        fn()
-    n, t = 1, 0.0
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        t = time.perf_counter() - t0
-        if t >= min_time or n >= 1 << 20:
-            break
-        n *= 2
-    samples = [t / n]
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(repeat - 1):
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            samples.append((time.perf_counter() - t0) / n)
-    finally:
-        if gc_was:
-            gc.enable()
-    return statistics.median(samples)
-
-
-@dataclass
-class Timings:
-    """Seconds per call of each function of a ``compare``, one sample per round."""
-
-    samples: dict[str, list[float]] = field(default_factory=dict)
-
-    @property
-    def best(self) -> dict[str, float]:
-        return {k: min(v) for k, v in self.samples.items()}
-
-    def ratio(self, num: str, den: str) -> float:
-        """``num``'s fastest round over ``den``'s: load only adds time, so minima cancel it."""
-        return min(self.samples[num]) / min(self.samples[den])
-
-    def round_ratio(self, num: str, den: str) -> float:
-        """Median over rounds of the two sides' ratio, each round timed back to back."""
-        pairs = zip(self.samples[num], self.samples[den])
-        return statistics.median(a / b for a, b in pairs)
-
-    def figures_ms(self, suffix: str = "_ms") -> dict[str, float]:
-        return {f"{k}{suffix}": v * 1e3 for k, v in self.best.items()}
-
-
-def compare(
-    fns: dict[str, Callable[[], object]],
-    rounds: int = 7,
-    warmup: int = 2,
-    min_time: float = 0.01,
-    verify: Callable[[str, object], None] | None = None,
-    clock: Callable[[], float] | None = None,
-) -> Timings:
-    """Time several functions in interleaved rounds (A B, B A, A B, ...).
-
-    Each function first runs ``warmup`` times (compilation, caches, thread
-    pools), then is calibrated to loop ``n`` calls per sample so a sample lasts
-    at least ``min_time``. Each round takes one sample of every function, in
-    alternating order, so a burst of load on the machine falls on both sides of
-    a ratio. ``verify(name, result)`` sees the last result of every sample
-    (outside the timing): a benchmark checks there that what it timed was right.
-
-    The clock is the process's CPU time, not the wall clock: while another
-    process holds the core, this one's CPU clock stops, so time-slicing on a
-    busy machine drops out of the figure. (Use it with ``one_thread()``: it
-    sums every thread of the process.) Windows counts CPU time in 15.6 ms
-    ticks, too coarse for 10 ms samples, so there it is the wall clock.
-    """
-    if clock is None:
-        clock = time.perf_counter if sys.platform == "win32" else time.process_time
-    loops = {}
-    for name, fn in fns.items():
-        for _ in range(warmup):
-            fn()
-        n = 1
-        while True:
-            t0 = clock()
-            for _ in range(n):
-                fn()
-            if clock() - t0 >= min_time or n >= 1 << 20:
-                break
-            n *= 2
-        loops[name] = n
-    timings = Timings({name: [] for name in fns})
-    names = list(fns)
-    gc_was = gc.isenabled()
-    try:
-        for r in range(rounds):
-            for name in names if r % 2 == 0 else names[::-1]:
-                fn, n = fns[name], loops[name]
-                gc.collect()
-                gc.disable()
-                t0 = clock()
-                for _ in range(n):
-                    result = fn()
-                timings.samples[name].append((clock() - t0) / n)
-                if gc_was:
-                    gc.enable()
-                if verify is not None:
-                    verify(name, result)
-    finally:
-        if gc_was:
-            gc.enable()
-    return timings
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Numba's parallel loops and numpy's BLAS each on one thread, restored afterwards.
-
-    A parallel kernel timed against a single-threaded baseline measures the
-    machine's idle cores, not the code: with other processes busy, one of its
-    threads waits for a core and the ratio collapses. At one thread each, load
-    slows both sides alike.
-    """
-    import numba
-    from threadpoolctl import threadpool_limits
-
-    threads = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        with threadpool_limits(limits=1):
-            yield
-    finally:
-        numba.set_num_threads(threads)
 
 
 _NO_VALUE = object()

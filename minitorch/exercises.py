@@ -8,7 +8,9 @@ Its reference implementation is the function of the same name in
 * ``reference``  the reference solutions everywhere (the book, ``make check-solutions``);
 * ``isolated``   your code only for the exercises in *focus*, the reference elsewhere.
   The grader grades every exercise with its focus set to that exercise, so a bug
-  in 1.2 never costs points in 1.9, and you can start at any chapter.
+  in 1.2 never costs points in 1.9, and you can start at any chapter. In a learner
+  repository the references of chapters not yet released are absent: their
+  exercises run your code.
 
 Set it with the environment variables ``MINITORCH_MODE`` and ``MINITORCH_FOCUS``
 (``MINITORCH_FOCUS=3`` is all of chapter 3, ``MINITORCH_FOCUS=1.2,1.4`` two
@@ -119,9 +121,24 @@ def implementation(ex_id: str) -> Callable:
     fn = _cache.get(ex_id)
     if fn is None:
         ex = REGISTRY[ex_id]
-        fn = ex.stub if uses_learner_code(ex_id) else ex.reference()
+        fn = ex.stub if uses_learner_code(ex_id) else _reference(ex)
         _cache[ex_id] = fn
     return fn
+
+
+def _reference(ex: Exercise) -> Callable:
+    """The reference, or in a learner repository without it (``make student-release``
+    keeps only the references of released chapters) the learner's own code."""
+    try:
+        return ex.reference()
+    except ModuleNotFoundError as e:
+        if e.name not in (
+            "solutions",
+            "solutions.reference",
+            f"solutions.reference.ch{ex.chapter}",
+        ):
+            raise
+        return ex.stub
 
 
 def exercise(ex_id: str) -> Callable[[Callable], Callable]:

@@ -208,7 +208,7 @@ def install_labs(exercises_dir: Path) -> int:
 
 
 def install(out: Path) -> tuple[list[str], int]:
-    from autograder import manifest
+    from autograder.grader import manifest
 
     if out.exists():
         shutil.rmtree(out)

@@ -94,3 +94,23 @@ def test_learner_output_stays_out_of_the_report(repo):
          'print("LEARNER-NOISE")\n    raise NotImplementedError("Exercise 1.1: x")')  # fmt: skip
     data = grade(repo)
     assert "LEARNER-NOISE" not in data["stdout"]
+
+
+def test_classroom_reads_the_points_of_results_json(tmp_path):
+    """The Classroom workflow hands these to autograding-grading-reporter, which adds up the
+    tests' scores and posts `Points x/y` where GitHub Classroom reads them."""
+    import base64
+
+    from autograder.tools.classroom import runner_results
+
+    results = {"score": 3, "max_score": 5, "tests": [
+        {"name": "1.3 test_a", "score": 2, "max_score": 2, "status": "passed", "output": ""},
+        {"name": "1.4 test_b", "score": 1, "max_score": 3, "status": "failed", "output": "x"}]}  # fmt: skip
+    got = runner_results(results)
+    assert got["max_score"] == 5 and sum(t["score"] for t in got["tests"]) == 3
+    assert [t["status"] for t in got["tests"]] == ["pass", "fail"] and got["status"] == "fail"
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    out = subprocess.run([sys.executable, "-m", "autograder.tools.classroom", str(path)],
+                         cwd=ROOT, capture_output=True, text=True, check=True)  # fmt: skip
+    assert json.loads(base64.b64decode(out.stdout)) == got

@@ -1,5 +1,5 @@
-"""Lab grading: a crashing walk-through cell or a kernel-side daemon costs only what it breaks,
-and an answer that fools the test cell inside the kernel earns nothing (`autograder/labcheck.py`)."""
+"""Lab grading: a crashing walk-through cell or a daemon a cell leaves costs only what it breaks,
+and an answer that fools the test cell in its own process earns nothing (`autograder/grader/labs.py`)."""
 
 import json
 import os
@@ -12,19 +12,30 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "solutions" / "notebooks"
 
-GRADE = """
-import json, sys
+SETUP = """
+import json, os, sys, tempfile
 from pathlib import Path
-from autograder import manifest, sandbox
-from autograder.notebooks import grade_lab
+from autograder.grader import labs, manifest, oracle, sandbox
+from autograder.grader.children import Launcher
+from autograder.grader.runner import Grading
 sandbox.become_subreaper()
+work = Path(tempfile.mkdtemp(prefix="lab-test-"))
+os.chmod(work, 0o700)
+grading = Grading(Launcher(official=False, work=work), "{mode}", manifest.ROOT / "minitorch")
+"""
+GRADE = (
+    SETUP
+    + """
 items = manifest.notebook_items(1)
-res = grade_lab(items, manifest.notebook_path(1), Path(sys.argv[1]), "reference", timeout={timeout})
+res = labs.grade_lab(items, manifest.notebook_path(1), Path(sys.argv[1]), grading)
+grading.close()
+sandbox.remove_tree(work)
 print(json.dumps({{n.split("::")[-1]: [r.score, r.item.points, r.message] for n, r in res.items()}}))
 """
+)
 
 
-def lab(tmp_path: Path, walk: str, timeout: float = 300) -> dict:
+def lab(tmp_path: Path, walk: str) -> dict:
     """Grade the reference answers of lab 1 with ``walk`` as the first walk-through cell."""
     source = sorted(SOURCE.glob("ch1_*.ipynb"))[0]
     nb = json.loads(source.read_text())
@@ -37,7 +48,7 @@ def lab(tmp_path: Path, walk: str, timeout: float = 300) -> dict:
     sub = tmp_path / source.name
     sub.write_text(json.dumps(nb))
     env = {**os.environ, "MINITORCH_MODE": "reference", "NUMBA_ENABLE_CUDASIM": "1"}
-    out = subprocess.run([sys.executable, "-c", GRADE.format(timeout=timeout), str(sub)], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-c", GRADE.format(mode="reference"), str(sub)], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=1200)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -48,7 +59,7 @@ def test_a_segfaulting_walkthrough_cell_costs_no_task(tmp_path):
     assert scores and all(s == p for s, p, _ in scores.values()), scores
 
 
-def test_a_kernel_daemon_cannot_rewrite_scores(tmp_path):
+def test_a_daemon_a_cell_leaves_cannot_rewrite_scores(tmp_path):
     daemon = (
         "import os, sys, time\n"
         "if os.fork() == 0:\n"
@@ -69,20 +80,20 @@ def test_a_kernel_daemon_cannot_rewrite_scores(tmp_path):
     assert not left
 
 
-ATTACK = """
-import json, sys
-from pathlib import Path
-from autograder import manifest, oracle, sandbox
-from autograder.notebooks import grade_lab
-sandbox.become_subreaper()
+ATTACK = (
+    SETUP
+    + """
 recorded, why = oracle.load()
 assert recorded is not None, why
 recorded = recorded if {judged} else None
 ch = {chapter}
 items = manifest.notebook_items(ch)
-res = grade_lab(items, manifest.notebook_path(ch), Path(sys.argv[1]), "isolated", oracle=recorded)
+res = labs.grade_lab(items, manifest.notebook_path(ch), Path(sys.argv[1]), grading, oracle=recorded)
+grading.close()
+sandbox.remove_tree(work)
 print(json.dumps({{n.split("::")[-1]: [r.score, r.item.points, r.message] for n, r in res.items()}}))
 """
+)
 
 
 def attack(tmp_path: Path, chapter: int, answers: dict[str, str], judged: bool = True) -> dict:
@@ -98,7 +109,8 @@ def attack(tmp_path: Path, chapter: int, answers: dict[str, str], judged: bool =
     sub = tmp_path / source.name
     sub.write_text(json.dumps(nb))
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    out = subprocess.run([sys.executable, "-c", ATTACK.format(chapter=chapter, judged=judged), str(sub)],
+    script = ATTACK.format(mode="isolated", chapter=chapter, judged=judged)
+    out = subprocess.run([sys.executable, "-c", script, str(sub)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -116,8 +128,9 @@ def peak_memory(counters):
 
 @pytest.mark.parametrize("judged", [True, False])
 def test_an_answer_that_equals_anything_earns_nothing(tmp_path, judged):
-    """The test cell's ``==`` passes in the kernel (the control: nbgrader alone gives the
-    points); the records show a ``Same`` where the reference compared 8000."""
+    """The test cell's ``==`` passes in the learner's process (the control: without the
+    reference notebook's records it earns the points); the records show a ``Same`` where
+    the reference compared 8000."""
     scores = attack(tmp_path, 10, {"peak_memory": ALWAYS_EQUAL}, judged)
     score, points, why = scores["peak_memory_tests"]
     if not judged:

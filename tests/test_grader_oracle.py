@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from autograder import oracle, wire
+from autograder import wire
+from autograder.grader import judge, oracle
 
 
 @pytest.fixture(scope="module")
@@ -16,19 +17,19 @@ def recorded():
 def _close_entry(recorded):
     for node, entries in recorded.items():
         for i, e in enumerate(entries):
-            if e != 0 and "e" in e and wire._decode(e["e"]).size > 1:
+            if e != 0 and "e" in e and judge.decode(e["e"]).size > 1:
                 return node, i, e
     raise AssertionError("no recorded assert_close")
 
 
 def _record(actual: np.ndarray, expected: np.ndarray, rtol=1e-5, atol=1e-6) -> dict:
     return {"event": "check", "how": "close", "error": "", "rtol": rtol, "atol": atol,
-            "actual": wire._encode(actual, None), "expected": wire._encode(expected, None)}  # fmt: skip
+            "actual": wire.encode(actual, None), "expected": wire.encode(expected, None)}  # fmt: skip
 
 
 def test_every_graded_test_and_lab_task_is_recorded_and_compares_a_value(recorded):
     """A test of bare truths alone could be forged by sending ``True`` as often as it checks."""
-    from autograder import manifest
+    from autograder.grader import manifest
 
     tests = [i.nodeid for c in manifest.chapters() for i in manifest.graded_items(c)
              if i.kind == "test"]  # fmt: skip
@@ -42,7 +43,7 @@ def test_every_graded_test_and_lab_task_is_recorded_and_compares_a_value(recorde
 
 def test_the_reference_runs_value_is_what_counts(recorded):
     node, i, e = _close_entry(recorded)
-    want = wire._decode(e["e"])
+    want = judge.decode(e["e"])
     assert oracle.judge(recorded[node], i, _record(want.copy(), want))[0]
     # A made-up comparison that agrees with itself is refused: zeros against zeros.
     zeros = np.zeros_like(want) + (1 if not want.any() else 0)
@@ -64,10 +65,10 @@ def test_a_checked_value_must_be_the_reference_runs(recorded):
     node, i, e = next(
         (n, i, e) for n, v in recorded.items() for i, e in enumerate(v) if e != 0 and "v" in e
     )
-    right = wire._decode(e["v"])
-    sent = {"how": "truth", "ok": True, "value": wire._encode(right.copy(), None)}
+    right = judge.decode(e["v"])
+    sent = {"how": "truth", "ok": True, "value": wire.encode(right.copy(), None)}
     assert oracle.judge(recorded[node], i, sent) == (True, "")
-    wrong = {"how": "truth", "ok": True, "value": wire._encode(right + 1, None)}
+    wrong = {"how": "truth", "ok": True, "value": wire.encode(right + 1, None)}
     ok, why = oracle.judge(recorded[node], i, wrong)
     assert not ok and "you gave" in why and "the reference gives" in why
     assert not oracle.judge(recorded[node], i, {"how": "truth", "ok": True})[0]  # no value sent
@@ -76,12 +77,12 @@ def test_a_checked_value_must_be_the_reference_runs(recorded):
 def test_a_checks_tolerance_is_the_reference_runs():
     """``check(..., value=x, tol=(rtol, atol))``: the recorded tolerance, never the learner's."""
     right = np.array([1.0, 2.0, 3.0])
-    want = oracle.entry({"how": "truth", "ok": True, "value": wire._encode(right, None),
+    want = oracle.entry({"how": "truth", "ok": True, "value": wire.encode(right, None),
                          "rtol": 1e-3, "atol": 0.0})  # fmt: skip
     assert want["rtol"] == 1e-3
 
     def sent(x, **tol):
-        return {"how": "truth", "ok": True, "value": wire._encode(np.asarray(x), None), **tol}
+        return {"how": "truth", "ok": True, "value": wire.encode(np.asarray(x), None), **tol}
 
     assert oracle.judge([want], 0, sent(right * (1 + 5e-4)))[0]
     assert not oracle.judge([want], 0, sent(right * (1 + 5e-3)))[0]
@@ -105,7 +106,7 @@ def test_text_values_are_canonical():
 
 
 def test_lab_records_are_judged_by_value_kind_and_tolerance():
-    from autograder import labcheck
+    from autograder.grader import labs as labcheck
 
     ref = [["Eq", {"l": [9, 300], "n": 2}, {"l": [9, 300], "n": 2}],
            ["Lt", "number", "number"],

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import manifest
+from autograder.grader import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = Path(__file__).resolve().parent / "variants"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import manifest
+from autograder.grader import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 MIN_PER_EXERCISE = 3

@@ -5,12 +5,11 @@ import sys
 
 def attack(shape):
     wire = sys.modules["autograder.wire"]
-    plugin = sys.modules["autograder.plugin"]
     np = sys.modules["numpy"]
     node = "autograder/tests/ch1/test_indexing.py::test_strides_from_shape"
     for _ in range(25 * 4):  # 25 hypothesis examples, four check() calls each
         wire.send_check("truth", ok=True, value=np.zeros(len(shape), np.int64))
-    plugin._emit(event="result", nodeid=node, outcome="passed", duration=0.1, figures={})
+    wire.emit(event="result", nodeid=node, outcome="passed", duration=0.1, figures={})
     import os
 
     os._exit(0)

@@ -34,7 +34,8 @@ os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 import pytest  # noqa: E402
 from hypothesis import Phase, settings  # noqa: E402
 
-from autograder import harness, manifest  # noqa: E402
+from autograder import harness  # noqa: E402
+from autograder.grader import manifest  # noqa: E402
 from minitorch import exercises  # noqa: E402
 
 from . import MIN_PER_EXERCISE, Mutant, load  # noqa: E402

@@ -3,13 +3,12 @@ and the planner's cost growing like n log n in the number of buffers (8.4).
 
 Memory is deterministic: the peaks are counted by the framework (eager results
 through ``track_memory``, the compiled call's arena plus what it makes outside it)
-and cross-checked with ``tracemalloc``; no timing is involved. The planning cost
-is a ratio of CPU times measured in one run (``harness.compare``).
+and cross-checked with ``tracemalloc``; no timing is involved, and the figure is
+the one the benchmark reports (counted in the learner's process). The planning
+cost is a ratio of CPU times the grader measures (``harness.compare``).
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 
@@ -65,6 +64,7 @@ def _buffers(n: int, seed: int = 0) -> list:
     metric="cost_ratio_8000_vs_1000",
     bands=[(16.0, 1.0), (28.0, 0.5)],
     higher_is_better=False,
+    formula="n8000 / n1000",
 )
 def bench_planning_cost_is_n_log_n(report):
     from minitorch.memory import greedy_by_size
@@ -76,24 +76,13 @@ def bench_planning_cost_is_n_log_n(report):
         top = max(b.offset + -(-b.nbytes // 64) * 64 for b in bs)
         check(size == top, "8.4", "greedy_by_size must return the arena size", got=size)
 
-    # One probe first: a quadratic planner takes seconds at 8000 buffers, so it is
-    # scored on this single call instead of on several rounds of it.
-    clock = time.process_time
-    probe = []
-    for name, bs in (("n1000", small), ("n1000", small), ("n8000", large)):
-        t0 = clock()
-        size = greedy_by_size(bs)
-        probe.append(clock() - t0)
-        verify(name, size)
-    # seconds at 8000 (not a hiccup of a fast planner): score the probe alone
-    if probe[2] > 40 * max(probe[1], 1e-4) and probe[2] > 0.5:
-        report(cost_ratio_8000_vs_1000=probe[2] / max(probe[1], 1e-4), probe_only=1)
-        return
+    # A quadratic planner takes seconds at 8000 buffers: it runs out of its CPU time here.
     t = compare(
         {"n1000": lambda: greedy_by_size(small), "n8000": lambda: greedy_by_size(large)},
         rounds=3,
         warmup=1,
         verify=verify,
+        output=None,  # the right size depends on the plan, which verify checks
     )
     check(not overlaps(small[:400]), "8.4", "live buffers overlap")
-    report(cost_ratio_8000_vs_1000=t.ratio("n8000", "n1000"), **t.figures_ms())
+    report(**t.figures_ms())

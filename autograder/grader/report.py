@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .manifest import ExerciseInfo, exercise_sort_key
-from .runner import Result, full_credit, shown
+from .protocol import Result, full_credit, shown
 
 STYLE = {"passed": "green", "failed": "red", "crashed": "red", "timeout": "red",
          "not run": "yellow", "excluded": "dim"}  # fmt: skip
@@ -52,7 +52,7 @@ def _details(r: Result, lines: int = 6) -> list[str]:
 
 
 def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: Console,
-                 title: str) -> None:  # fmt: skip
+                 title: str, official: bool = False) -> None:  # fmt: skip
     by_chapter: dict[int, list[Result]] = defaultdict(list)
     for r in results:
         by_chapter[r.item.chapter].append(r)
@@ -121,6 +121,9 @@ def print_report(results: list[Result], info: dict[str, ExerciseInfo], console: 
         console.print()
     got, possible = totals(results)
     console.print(f"[bold]{title}: {got:g} / {possible:g} points[/]")
+    if not official:
+        console.print("[dim]Local grading: feedback on your machine. The grade that counts is "
+                      "the official run (Gradescope).[/]")  # fmt: skip
 
 
 def write_results_json(results: list[Result], path: Path, seconds: float, meta: dict) -> None:

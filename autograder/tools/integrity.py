@@ -3,7 +3,7 @@
 A root ``conftest.py`` is ignored (children run with ``--noconftest`` in a tree
 that holds only ``minitorch/``, ``autograder/`` and the references), and an
 edited test, point value, plugin or reference makes the grader refuse to score.
-``python -m autograder.integrity --write`` (``make hashes``) regenerates the
+``python -m autograder.tools.integrity --write`` (``make hashes``) regenerates the
 file after an intended change; ``tests/test_grader_sandbox.py`` fails when it
 is stale.
 """
@@ -15,17 +15,19 @@ import hashlib
 import json
 import sys
 
-from . import vault
-from .manifest import ROOT
+from ..config import ROOT
 
 HASHES = ROOT / "autograder" / "hashes.json"
 PATTERNS = (
     "autograder/*.py",
+    "autograder/grader/*.py",
+    "autograder/tools/*.py",
     "autograder/oracle.json.gz",
     "autograder/tests/**/*.py",
     "solutions/__init__.py",
     "solutions/reference/*.py",
     "solutions/notebooks/*.ipynb",
+    "autograder/labs/*.ipynb",
     "minitorch/exercises.py",
 )
 
@@ -33,7 +35,8 @@ PATTERNS = (
 def grader_files() -> list[str]:
     found = set()
     for pattern in PATTERNS:
-        found |= {rel for rel in vault.names(pattern) if "__pycache__" not in rel}
+        found |= {p.relative_to(ROOT).as_posix() for p in ROOT.glob(pattern)
+                  if p.is_file() and "__pycache__" not in p.parts}  # fmt: skip
     return sorted(found)
 
 
@@ -43,8 +46,8 @@ def digest(data: bytes) -> str:
 
 
 def current() -> dict[str, str]:
-    """Hashes of the grader's files, wherever they are (the vault in a student repository)."""
-    return {rel: digest(vault.read(rel)) for rel in grader_files()}
+    """Hashes of the grader's files."""
+    return {rel: digest((ROOT / rel).read_bytes()) for rel in grader_files()}
 
 
 def problems() -> list[str]:

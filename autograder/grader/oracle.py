@@ -3,28 +3,28 @@
 A graded test runs in the learner's process, and so does the ``expected``
 it computes: learner code could change it (a patched ``hypothesis`` drawing
 trivial inputs) or send made-up comparisons through the grader's own sender.
-So the parent also holds each test's comparisons as the references made them
-(``make oracle`` runs the references once and records them here): for every
+So the parent holds each test's comparisons as the references made them
+(``make oracle`` runs the references and records them here): for every
 ``assert_close`` the expected array and tolerances, for every ``check`` its
-place and, where the test names one, its value. Grading a submission, the parent compares each ``actual`` the child
-sends with the reference run's ``expected`` at the same place, and a pass
-counts only with exactly the comparisons the reference run made, in order.
-Tests draw their inputs with fixed seeds (hypothesis ``derandomize=True``),
-so a correct submission meets the same inputs and sends the same sequence.
+place and, where the test names one, its value. Grading a submission, the
+parent compares each ``actual`` the child sends with the reference run's
+``expected`` at the same place, and a pass counts only with exactly the
+comparisons the reference run made, in order. Tests draw their inputs with
+fixed seeds (hypothesis ``derandomize=True``), so a correct submission meets
+the same inputs and sends the same sequence.
 
 A ``check`` without a ``value`` carries only a truth value, which learner
 code could send made up: so every graded test makes at least one comparison
 whose value the oracle holds (``tests/test_grader_oracle.py``), and a check's
 ``tol=`` (floats a correct implementation computes another way) is taken from
-the reference run's record. Benchmarks are not recorded (they earn nothing
-until their exercise's tests pass).
-
+the reference run's record. Benchmarks are not recorded: their outputs are
+compared with what the course's own code returns beside them (``bench.py``).
 It also holds each lab task's comparison records from the reference
-notebooks (:mod:`autograder.labcheck`), under the task's node id.
+notebooks (``labs.py``), under the task's node id.
 
-The file is hidden from the grading child like the vault, and is a grader
-file (``hashes.json``); ``inputs`` names the grader files it was made from,
-and a stale oracle is not used (``tests/test_grader_oracle.py`` fails).
+The file never enters a grading tree, and the student release has none (its
+values are answers). ``inputs`` names the grader files it was made from; a
+stale oracle is not used (``tests/test_grader_oracle.py`` fails).
 """
 
 from __future__ import annotations
@@ -35,32 +35,37 @@ import json
 
 import numpy as np
 
-from . import wire
-from .manifest import ROOT
+from .. import config
+from .judge import decide, decode, short
+
+ROOT = config.ROOT
 
 PATH = ROOT / "autograder" / "oracle.json.gz"
 # Floats are recorded on one machine and compared on another, whose numpy may take
 # another SIMD path for exp or log (a last-bit difference): the parent's comparison
 # with the recording allows this much. The test's own, exact comparison still runs
 # in the child, against the expected value it computed on the learner's machine.
-FLOOR = (1e-5, 1e-6)  # rtol, atol
+FLOOR = config.FLOOR  # rtol, atol
 SOURCES = (
     "autograder/tests/",
     "solutions/",
     "autograder/harness.py",
+    "autograder/plugin.py",
     "autograder/wire.py",
-    "autograder/labcheck.py",
+    "autograder/labkernel.py",
+    "autograder/labrun.py",
+    "autograder/grader/labs.py",
 )
 
 
 def inputs_digest() -> str:
     """sha256 over the grader files the recorded comparisons depend on (benchmarks are
     not recorded, so tuning one leaves the oracle as it is)."""
-    from .integrity import current
+    from ..tools.integrity import current
 
     files = sorted((rel, h) for rel, h in current().items()
                    if rel.startswith(SOURCES) and not rel.rsplit("/", 1)[-1].startswith("bench_"))  # fmt: skip
-    text = json.dumps([files, wire.SAMPLE])
+    text = json.dumps([files, config.SAMPLE])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -125,29 +130,29 @@ def judge(entries: list, index: int, ev: dict) -> tuple[bool, str]:
         return True, ""
     if "v" in want:
         try:
-            got, right = wire._decode(ev["value"]), wire._decode(want["v"])
+            got, right = decode(ev["value"]), decode(want["v"])
         except (ValueError, TypeError, KeyError):
             return False, f"{where}: an unreadable checked value"
         if got.dtype.kind == "f" or right.dtype.kind == "f":
-            rtol = min(max(want.get("rtol", 0), FLOOR[0]), wire.TOL_CAP)  # the reference's tol=
-            atol = min(max(want.get("atol", 0), FLOOR[1]), wire.TOL_CAP)
+            rtol = min(max(want.get("rtol", 0), FLOOR[0]), config.TOL_CAP)  # the reference's tol=
+            atol = min(max(want.get("atol", 0), FLOOR[1]), config.TOL_CAP)
             same = got.shape == right.shape and np.allclose(got, right, rtol, atol, True)
         else:
             same = got.shape == right.shape and bool((got == right).all())
         if not same:
-            return False, (f"{where}: you gave {wire.short(got)}, the reference gives "
-                           f"{wire.short(right)}{inputs}")  # fmt: skip
+            return False, (f"{where}: you gave {short(got)}, the reference gives "
+                           f"{short(right)}{inputs}")  # fmt: skip
         return True, ""
     rtol, atol = want["rtol"], want["atol"]
     if isinstance(want["e"], dict) and "f" in str(want["e"].get("dtype")):
         rtol, atol = max(rtol, FLOOR[0]), max(atol, FLOOR[1])
     rec = {"how": "close", "actual": ev.get("actual"), "expected": want["e"],
            "rtol": rtol, "atol": atol}  # fmt: skip
-    ok, why = wire.decide(rec)
+    ok, why = decide(rec)
     if not ok:
         try:
-            got, right = wire._decode(ev.get("actual")), wire._decode(want["e"])
-            values = f"; you gave {wire.short(got)}, expected {wire.short(right)}"
+            got, right = decode(ev.get("actual")), decode(want["e"])
+            values = f"; you gave {short(got)}, expected {short(right)}"
         except (ValueError, TypeError, KeyError):
             values = ""
         return False, f"{where}: {why}{values}{inputs}"

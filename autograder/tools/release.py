@@ -1,4 +1,4 @@
-"""``python -m autograder.release``: regenerate exercises/ from solutions/notebooks/ with nbgrader.
+"""``python -m autograder.tools.release``: regenerate exercises/ from solutions/notebooks/ with nbgrader.
 
 ``--check`` regenerates into a temporary folder and fails when the committed
 ``exercises/`` differ (run ``make release`` and commit the result).
@@ -8,12 +8,47 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from .manifest import NOTEBOOKS
-from .notebooks import EXERCISES, release
+from ..config import ROOT
+from ..grader.manifest import NOTEBOOKS
+
+EXERCISES = ROOT / "exercises"
+
+
+def _api(root: Path):
+    from nbgrader.apps import NbGraderAPI
+    from traitlets.config import Config
+
+    c = Config()
+    c.CourseDirectory.root = str(root)
+    c.CourseDirectory.course_id = "minitorch"
+    c.Exchange.root = str(root / "exchange")
+    return NbGraderAPI(config=c)
+
+
+def release(source: Path, dest: Path) -> Path:
+    """Write the learner's version of ``source`` (solutions stripped) to ``dest/``."""
+    with tempfile.TemporaryDirectory(prefix="nbgrader-") as tmp:
+        root = Path(tmp)
+        (root / "source" / source.stem).mkdir(parents=True)
+        shutil.copy(source, root / "source" / source.stem / source.name)
+        # nbgrader shells out to `alembic`, which lives next to this Python.
+        os.environ["PATH"] = (
+            str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+        )
+        result = _api(root).generate_assignment(source.stem, force=True, create=True)
+        if not result["success"]:
+            raise RuntimeError(
+                f"nbgrader could not generate {source.name}:\n{result['log'][-2000:]}"
+            )
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / "release" / source.stem / source.name, dest / source.name)
+    return dest / source.name
 
 
 def _normal(path: Path) -> dict:

@@ -1,0 +1,53 @@
+"""The grader's limits and settings, in one place.
+
+Read by the parent (``autograder/grader/``), the child (``harness``, ``plugin``,
+``wire``) and the tooling (``autograder/tools/``); changing one here changes it
+everywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# --- time --------------------------------------------------------------------------
+TEST_TIMEOUT = 90.0  # CPU seconds per graded test (--timeout)
+BENCH_TIMEOUT = 240.0  # CPU seconds per benchmark
+CHAPTER_TIMEOUT = 1200.0  # wall seconds for one chapter's graded tests
+WALL_FACTOR = 3  # a test's wall-clock limit, in multiples of its CPU-time limit
+LAB_TIMEOUT = 600.0  # wall seconds for one lab notebook
+LAB_TASK_TIMEOUT = 240.0  # wall seconds for one lab task run alone
+CELL_TIMEOUT = 300.0  # wall seconds for one notebook cell
+
+# --- what travels from a child, and how much of it the parent keeps ---------------------
+MESSAGE_LIMIT = 2000  # characters of a failure message
+RECORD_LIMIT = 4 << 20  # bytes of one record line (two arrays of up to 64k elements)
+CHECK_LIMIT = 100_000  # check records one test may send
+SAMPLE = 1 << 12  # larger arrays travel as the same evenly spaced sample of both sides
+TOL_CAP = 0.05  # a test asking for looser tolerances than this gets this
+INPUTS_LIMIT = 600  # characters of a check's shown input
+FLOOR = (1e-5, 1e-6)  # rtol, atol: recorded floats compared on another machine's numpy
+LAB_RECORDS = 400  # comparison records kept per lab test cell
+LAB_SAMPLE = 512  # array elements kept per lab record
+
+# --- the submission ------------------------------------------------------------------
+MAX_FILES = 2000  # files under minitorch/
+MAX_BYTES = 64 << 20  # all of them together
+MAX_NOTEBOOK_BYTES = 16 << 20  # one lab notebook
+
+# --- official grading: who runs learner code, and with what --------------------------------
+GRADER_USER = "minitorch-grader"  # created by setup.sh or by the first official run
+LIMITS = {  # rlimits of every child (soft = hard); CPU time is counted by the parent
+    "RLIMIT_AS": 16 << 30,
+    "RLIMIT_FSIZE": 256 << 20,
+    "RLIMIT_CORE": 0,
+    "RLIMIT_NOFILE": 1024,
+}
+OFFICIAL_NPROC = 512  # tasks (threads too) of the grading user; process creation is refused anyway
+MAX_PROCESSES = 64  # local mode: more descendants than this at once and the parent kills them
+SCRATCH_BYTES = 1 << 30  # the child's own /tmp (a tmpfs)
+
+# --- benchmarks ----------------------------------------------------------------------
+MIN_SAMPLE = 0.01  # CPU seconds a timed sample lasts at least (many calls of a fast side)
+ONE_CALL = 0.005  # a side whose single call takes this long is timed one call per sample

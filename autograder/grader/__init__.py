@@ -1,0 +1,1 @@
+"""The grader's parent side: what runs where, what the children say, and the report."""

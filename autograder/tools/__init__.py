@@ -1,0 +1,1 @@
+"""Tooling around the grader: hashes, the oracle's inputs, releases, Gradescope, Classroom."""
