@@ -339,7 +339,13 @@ def draw_fusion(graph, title=""):
     depth = max(_layers(items).values()) + 1
     fig, ax = plt.subplots(figsize=(9, 1.0 * depth + 1.0))
     draw_dag(
-        ax, items, title or g.name, outputs=g.outputs, colours=colours, edges=edges, curve_skips=True
+        ax,
+        items,
+        title or g.name,
+        outputs=g.outputs,
+        colours=colours,
+        edges=edges,
+        curve_skips=True,
     )
     handles.append(Patch(fc="#ffe4b5", ec="black", label="runs alone"))
     handles.append(plt.Line2D([], [], color="tab:red", ls="--", label="refused merge (reason)"))
@@ -437,7 +443,9 @@ def draw_step_graph(graph, phases, title=""):
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     handles = [Patch(fc=c, ec="black", label=p) for p, c in PHASE_COLOURS.items()]
-    handles.append(Patch(fc="white", ec="tab:purple", lw=2, label=f"saved for backward ({len(saved)})"))
+    handles.append(
+        Patch(fc="white", ec="tab:purple", lw=2, label=f"saved for backward ({len(saved)})")
+    )
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.set_title(title or f"{graph.name}: {len(order)} ops", fontsize=9)
     fig.tight_layout()
