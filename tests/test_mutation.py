@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograder import manifest
+from autograder.grader import manifest
 from tests.mutation import equivalents, generate
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -34,7 +34,7 @@ from tests.mutants import __main__ as hand  # isort: skip  # first: sets the mod
 
 import pytest  # noqa: E402
 
-from autograder import manifest  # noqa: E402
+from autograder.grader import manifest  # noqa: E402
 from minitorch import exercises  # noqa: E402
 
 from . import ROOT, Generated, equivalents, generate  # noqa: E402
