@@ -444,8 +444,6 @@ def official_preexec(world: World, ids: tuple[int, int] | None, seccomp: bool = 
             _bind(path, root)
         for name in ETC:
             _bind(f"/etc/{name}", root)
-        for path in paths:
-            _bind(path, root)
         os.makedirs(root + "/grading")
         _mount(str(world.tree), root + "/grading", None, MS_BIND | MS_REC)
         _mount(
@@ -457,6 +455,8 @@ def official_preexec(world: World, ids: tuple[int, int] | None, seccomp: bool = 
                    f"size={config.SCRATCH_BYTES},mode=1777")  # fmt: skip
         else:
             _mount(str(world.scratch), root + "/tmp", None, MS_BIND)
+        for path in paths:  # after /tmp: a venv under /tmp (a clone there) is bound inside it
+            _bind(path, root)
         for name in DEVICES:
             _bind(f"/dev/{name}", root, writable=True)
         os.makedirs(root + "/dev/shm")
