@@ -499,3 +499,35 @@ def html_table(header, rows, caption=""):
     body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
     cap = f"<caption>{escape(caption)}</caption>" if caption else ""
     return HTML(f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def measure(fn, repeat: int = 7, warmup: int = 1, min_time: float = 0.005) -> float:
+    """Median seconds per call of ``fn`` after ``warmup`` calls; each sample loops ``fn``
+    until it has run ``min_time`` so tiny functions are timed over many calls."""
+    import gc
+    import time
+
+    for _ in range(warmup):
+        fn()
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        t = time.perf_counter() - t0
+        if t >= min_time or n >= 1 << 20:
+            break
+        n *= 2
+    samples = [t / n]
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeat - 1):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples.append((time.perf_counter() - t0) / n)
+    finally:
+        if gc_was:
+            gc.enable()
+    return float(np.median(samples))
