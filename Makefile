@@ -10,10 +10,13 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: grade grade-submission check-solutions check-installed check-starter load-test hashes oracle gradescope student-release mutants mutation test pytest lint format book release release-check lab clean help
+.PHONY: help grade lint format lab clean
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
+	@echo "make lab              open the lab notebooks in JupyterLab"
+# instructors: begin
+	@echo "make book             build the Jupyter Book into book/_build/html"
 	@echo "make grade-submission SUB=dir   official grading of a submission folder (as root)"
 	@echo "make check-solutions  grade the reference solutions: must be full marks (CH=N)"
 	@echo "make check-installed  the references installed as a learner's answers, graded as learners are"
@@ -21,13 +24,12 @@ help:
 	@echo "make mutation CH=N    generated mutants of chapter N's references (EX=C.N, SAMPLE=n)"
 	@echo "make test             everything CI runs"
 	@echo "make load-test        every chapter's benchmarks on the reference beside two busy processes"
-	@echo "make book             build the Jupyter Book into book/_build/html"
 	@echo "make release          regenerate exercises/ from solutions/notebooks/"
 	@echo "make hashes           record the grader's files in autograder/hashes.json after a change"
 	@echo "make oracle           record the references' comparisons (after a change to tests or references)"
 	@echo "make gradescope       build/gradescope.zip: the Gradescope autograder"
 	@echo "make student-release  build/student/: the learner repository (CHAPTERS=1-4: references released)"
-	@echo "make lab              open the lab notebooks in JupyterLab"
+# instructors: end
 
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +48,24 @@ $(STAMP):
 
 grade: $(STAMP)
 	@$(PY) -m autograder $(GRADE_ARGS)
+
+lint: $(STAMP)
+	@$(BIN)/ruff check $(wildcard minitorch autograder solutions tests)
+	@$(BIN)/ruff format --check $(wildcard minitorch autograder solutions tests)
+
+format: $(STAMP)
+	@$(BIN)/ruff check --fix $(wildcard minitorch autograder solutions tests)
+	@$(BIN)/ruff format $(wildcard minitorch autograder solutions tests)
+
+# JupyterLab refuses to run as root unless told to (containers often run as root).
+lab: $(STAMP)
+	@$(BIN)/jupyter lab exercises $(if $(filter 0,$(shell id -u)),--allow-root)
+
+clean:
+	rm -rf build book/_build .pytest_cache .hypothesis
+
+# instructors: begin (make student-release drops from here to "instructors: end")
+.PHONY: grade-submission check-solutions check-installed check-starter load-test hashes oracle gradescope student-release mutants mutation test pytest book release release-check
 
 # Official grading of a submission folder (its minitorch/ and exercises/), as Gradescope grades:
 # learner code runs as an unprivileged user in a world of its own. Needs root (sudo).
@@ -98,14 +118,6 @@ pytest: $(STAMP)
 load-test: $(STAMP)
 	@MINITORCH_LOAD_TEST=full $(PY) -m pytest tests/test_load.py -k under_load -s
 
-lint: $(STAMP)
-	@$(BIN)/ruff check minitorch autograder solutions tests
-	@$(BIN)/ruff format --check minitorch autograder solutions tests
-
-format: $(STAMP)
-	@$(BIN)/ruff check --fix minitorch autograder solutions tests
-	@$(BIN)/ruff format minitorch autograder solutions tests
-
 book: $(STAMP)
 	@MINITORCH_MODE=reference MINITORCH_MODE_FIXED=1 $(BIN)/jupyter-book build book --warningiserror --keep-going
 
@@ -115,11 +127,5 @@ release: $(STAMP)
 release-check: $(STAMP)
 	@$(PY) -m autograder.tools.release --check
 
-# JupyterLab refuses to run as root unless told to (containers often run as root).
-lab: $(STAMP)
-	@$(BIN)/jupyter lab exercises $(if $(filter 0,$(shell id -u)),--allow-root)
-
 test: lint pytest check-solutions check-installed check-starter release-check book
-
-clean:
-	rm -rf build book/_build .pytest_cache .hypothesis
+# instructors: end

@@ -137,3 +137,19 @@ def test_an_unreleased_chapter_runs_the_learners_own_code_and_says_so(student):
     data = grade(student, STUB, exercise="2.1")
     assert data["extra_data"]["references_missing"] == [2]
     assert "references of chapter(s) [2] are not in this repository" in data["stdout"]
+
+
+def test_every_make_target_the_release_offers_can_run_there(student):
+    """The learner's Makefile keeps only what works without references and tests: every target
+    its help names has a rule, and none of them reads solutions/ or tests/."""
+    makefile = (student / "Makefile").read_text()
+    assert "instructors:" not in makefile and "solutions/" not in makefile
+    help_ = subprocess.run(["make", "-s", "help"], cwd=student, capture_output=True, text=True)
+    targets = [line.split()[1] for line in help_.stdout.splitlines() if line.startswith("make ")]
+    assert targets and "grade" in targets and "check-solutions" not in targets
+    for target in targets:
+        dry = subprocess.run(["make", "-n", target], cwd=student, capture_output=True, text=True)
+        assert dry.returncode == 0, (target, dry.stderr)
+        assert "tests." not in dry.stdout and "--solutions" not in dry.stdout, (target, dry.stdout)
+    dry = subprocess.run(["make", "-n", "check-solutions"], cwd=student, capture_output=True)
+    assert dry.returncode != 0

@@ -10,6 +10,10 @@ Every tracked file, except what holds answers:
 * ``tests/``: the project's own tests, among them correct variants and
   near-correct mutants of every exercise.
 
+The ``Makefile`` loses its instructors' blocks (from ``# instructors: begin`` to
+``# instructors: end``): those targets need the references or the project's
+tests, so in the release they could only fail.
+
 The released lab notebooks (``exercises/``, no answers) are also kept under
 ``autograder/labs/``, where the grader reads the test cells from (the learner
 edits ``exercises/``), and ``autograder/hashes.json`` is written for what the
@@ -48,6 +52,19 @@ def reference_chapter(rel: str) -> int | None:
     return int(m[1]) if m else None
 
 
+def learner_makefile(text: str) -> str:
+    """The Makefile without its instructors' blocks."""
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("# instructors: begin"):
+            skipping = True
+        elif line.startswith("# instructors: end"):
+            skipping = False
+        elif not skipping:
+            out.append(line)
+    return "".join(out)
+
+
 def tracked() -> list[str]:
     out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
     return [line for line in out.stdout.splitlines() if line]
@@ -62,6 +79,7 @@ def build(dest: Path, released: set[int] = frozenset()) -> Path:
         if keep and (ROOT / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, dest / rel)
+    (dest / "Makefile").write_text(learner_makefile((ROOT / "Makefile").read_text()))
     if not any(
         reference_chapter(p.relative_to(dest).as_posix())
         for p in dest.glob("solutions/reference/*.py")
