@@ -87,6 +87,8 @@ def test_broadcast_shape_error_names_shapes():
                 a=a,
                 b=b,
             )
+            check(str(e).startswith("broadcast: "), "1.4", "raise OpError(\"broadcast\", ...): the "
+                  f"error names the op first, got: {e}", a=a, b=b)  # fmt: skip
         else:
             check(False, "1.4", "incompatible shapes must raise OpError", a=a, b=b)
 
@@ -95,7 +97,12 @@ def test_broadcast_shape_error_names_shapes():
 @given(broadcast_shapes(n=1, max_dims=4, max_side=4), st.data())
 def test_broadcast_index_reads_numpy_element(bs, data):
     big, (shape,) = bs
-    for case, want in [(((1, 2, 3), (2, 3, 4), (3, 1)), (2, 0)), (((1, 2), (2, 3), ()), ())]:
+    for case, want in [
+        (((1, 2, 3), (2, 3, 4), (3, 1)), (2, 0)),
+        (((1, 2), (2, 3), ()), ()),
+        (((0, 1, 2), (2, 3, 4), (2, 3, 4)), (0, 1, 2)),  # same rank: every index kept
+        (((1, 0, 2, 1), (2, 2, 3, 2), (2, 3, 1)), (0, 2, 0)),  # aligned from the right
+    ]:
         got = tuple(ix.broadcast_index(*case))
         check(got == want, "1.5", f"got {got}, expected {want}", value=got, args=case)
     a = np.arange(int(np.prod(shape))).reshape(shape)

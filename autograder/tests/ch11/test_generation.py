@@ -14,11 +14,11 @@ from minitorch.transformer import bucket_batches, sample_next
 
 
 def _raises(fn, *words) -> tuple[bool, str, str]:
-    """Whether ``fn`` raises an OpError naming every word; its message; the op it names."""
+    """Whether ``fn`` raises an OpError of op ``words[0]`` naming every word; its message; its op."""
     try:
         fn()
     except OpError as e:
-        return all(w in str(e) for w in words), str(e), e.op
+        return e.op == words[0] and all(w in str(e) for w in words), str(e), e.op
     except Exception as e:  # noqa: BLE001 - the wrong kind of error
         return False, f"{type(e).__name__}: {e}", ""
     return False, "no error", ""
@@ -114,6 +114,9 @@ def test_sample_next_examples_and_edges():
         ((np.array([1000.0, 999.0]), 1.0, None, 0.1), 0),  # large logits: subtract the max
         ((np.array([2.0, 1.0]), 100.0, None, 0.45), 0),  # high temperature: nearly uniform
         ((np.array([2.0, 1.0]), 100.0, None, 0.51), 1),
+        # 7 equal logits: the probabilities add up to 0.9999999999999998 < u, so rounding
+        # leaves no token whose running sum exceeds u: the last kept one is drawn
+        ((np.zeros(7), 1.0, None, float(np.nextafter(1.0, 0.0))), 6),
     ]
     got = [sample_next(*args) for args, _ in cases]
     want = [w for _, w in cases]

@@ -17,12 +17,12 @@ from .util import attention_ref, layer_norm_grads, t
 
 
 def _raises(fn, *words) -> tuple[bool, str, str]:
-    """Whether ``fn`` raises an OpError naming every word; its message; the op it names."""
+    """Whether ``fn`` raises an OpError of op ``words[0]`` naming every word; its message; its op."""
     try:
         fn()
     except OpError as e:
         msg = str(e)
-        return all(w in msg for w in words), msg, e.op
+        return e.op == words[0] and all(w in msg for w in words), msg, e.op
     except Exception as e:  # noqa: BLE001 - the wrong kind of error
         return False, f"{type(e).__name__}: {e}", ""
     return False, "no error", ""

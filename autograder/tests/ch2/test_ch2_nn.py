@@ -97,6 +97,9 @@ def test_cross_entropy_bad_shapes():
         cross_entropy(minitorch.zeros(3, 4), minitorch.tensor([0, 1]))
     with pytest.raises(OpError, match="cross_entropy"):
         cross_entropy(minitorch.zeros(4), minitorch.tensor([0]))
+    for targets in ([0, 3], [-1, 0]):  # class indices outside [0, 3)
+        with pytest.raises(OpError, match=r"^cross_entropy: "):
+            cross_entropy(minitorch.zeros(2, 3), minitorch.tensor(targets))
 
 
 # ---------------------------------------------------------------- 2.11
@@ -134,6 +137,11 @@ def test_find_parameters_walks_modules_lists_and_dicts():
         "2.11",
         "only Parameters may be returned",
     )
+    top = [Linear(2, 1, seed=3), {"w": Parameter([1.0])}, (Parameter([2.0]),)]
+    names = [n for n, _ in find_parameters(top)]
+    want = ["0.weight", "0.bias", "1.w", "2.0"]
+    check(names == want, "2.11", f"a list at the top level (prefix \"\"): got {names}, expected "
+          f"{want}: names have no leading dot", value=text(names))  # fmt: skip
 
 
 @graded("2.11", points=1)

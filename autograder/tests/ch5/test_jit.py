@@ -34,7 +34,7 @@ def test_cache_key_describes_arguments():
     with pytest.raises(OpError, match="argument 1") as e:
         cache_key((x, [x]))
     check(
-        isinstance(e.value, OpError),
+        e.value.op == "jit",
         "5.7",
         "a Tensor in a list names its argument",
         value=text([e.value.op, re.search(r"argument \d+", str(e.value)).group()]),
@@ -42,7 +42,7 @@ def test_cache_key_describes_arguments():
     with pytest.raises(OpError, match="argument 0") as e:
         cache_key(({"a": 1},))
     check(
-        isinstance(e.value, OpError),
+        e.value.op == "jit",
         "5.7",
         "an unhashable static names its argument",
         value=text([e.value.op, re.search(r"argument \d+", str(e.value)).group()]),
@@ -130,7 +130,7 @@ def test_cond_rejects_mismatched_branches():
     with pytest.raises(OpError, match=r"cond.*float32\[2,3\].*float32\[3\]") as e:
         minitorch.jit(bad).trace(minitorch.ones(2, 3))
     check(
-        isinstance(e.value, OpError),
+        e.value.op == "cond",
         "5.9",
         'mismatched shapes raise OpError("cond", ...)',
         value=text(e.value.op),
@@ -142,7 +142,7 @@ def test_cond_rejects_mismatched_branches():
     with pytest.raises(OpError, match=r"cond.*float64") as e:
         minitorch.jit(bad_dtype).trace(minitorch.ones(2))
     check(
-        isinstance(e.value, OpError),
+        e.value.op == "cond",
         "5.9",
         'mismatched dtypes raise OpError("cond", ...)',
         value=text(e.value.op),
@@ -154,7 +154,7 @@ def test_cond_rejects_mismatched_branches():
     with pytest.raises(OpError, match=r"cond.*one element") as e:
         minitorch.jit(bad_pred).trace(minitorch.ones(2))
     check(
-        isinstance(e.value, OpError),
+        e.value.op == "cond",
         "5.9",
         'a predicate of several elements raises OpError("cond", ...)',
         value=text(e.value.op),

@@ -164,6 +164,9 @@ def test_infer_matmul_examples():
         value=getattr(got, "shape", None),
         got=got,
     )
+    got = infer_matmul(Spec((2, 3), F64), Spec((3, 1), I64))
+    check(got == Spec((2, 1), F64), "5.2", "the dtype promotes both inputs' dtypes (float64 @ "
+          "int64 is float64)", value=getattr(got, "shape", None), got=got)  # fmt: skip
     with pytest.raises(OpError, match=r"matmul.*\(2, 3\).*\(2, 3\)"):
         infer_matmul(Spec((2, 3), F32), Spec((2, 3), F32))
     with pytest.raises(OpError, match="matmul"):
