@@ -146,11 +146,51 @@ def check(
     if not good:
         message = f"{message} (the check's value is a {type(ok).__name__}, not a bool)"
     shown = shown or _shown(inputs)
+    diff = (
+        _first_difference(inputs["got"], inputs["expected"])
+        if {"got", "expected"} <= set(inputs)
+        else None
+    )
+    shown += f"\n  first difference: {diff}" if diff else ""
     raise AssertionError(f"Exercise {exercise}: {message}" + (f"\n{shown}" if shown else ""))
 
 
 def _shown(inputs: dict) -> str:
     return "\n".join(f"  {k} = {_short(v)}" for k, v in inputs.items())
+
+
+def _first_difference(got, expected, path: str = "") -> str | None:
+    """Where two nested lists, tuples or dicts first differ, in words: a long structure
+    shown whole hides the one place that is wrong."""
+    try:
+        if isinstance(got, (list, tuple)) and isinstance(expected, (list, tuple)):
+            for i, (g, e) in enumerate(zip(got, expected)):
+                found = _first_difference(g, e, f"{path}[{i}]")
+                if found:
+                    return found
+            if len(got) != len(expected):
+                n, m = len(got), len(expected)
+                more = (
+                    f"extra {_short(got[m], 80)}" if n > m else f"missing {_short(expected[n], 80)}"
+                )
+                return f"at {path or 'the top'}: {n} items, expected {m} ({more} at [{min(n, m)}])"
+            return None
+        if isinstance(got, dict) and isinstance(expected, dict):
+            for k in expected:
+                if k not in got:
+                    return f"at {path}[{k!r}]: missing"
+                found = _first_difference(got[k], expected[k], f"{path}[{k!r}]")
+                if found:
+                    return found
+            extra = [k for k in got if k not in expected]
+            return f"at {path}[{extra[0]!r}]: not expected" if extra else None
+        if isinstance(got, np.ndarray) or isinstance(expected, np.ndarray):
+            return None  # assert_close words arrays
+        if path and got != expected:  # at the top, got and expected are shown already
+            return f"at {path}: got {_short(got, 80)}, expected {_short(expected, 80)}"
+    except Exception:  # noqa: BLE001 - a learner's object whose == raises: no diff, the rest shows
+        return None
+    return None
 
 
 def text(x) -> np.ndarray:

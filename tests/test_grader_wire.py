@@ -171,3 +171,24 @@ def test_check_takes_builtin_truth_only():
         check(AlwaysTrue(), "1.1", "m")
     with pytest.raises(AssertionError):
         check([], "1.1", "m")
+
+
+def test_a_failed_check_points_at_the_first_difference_of_a_structure():
+    from autograder.harness import check
+
+    got = [("layers.0.weight", (3, 2)), ("layers.0.bias", (3,)), ("layers.2.bias", (1,))]
+    want = [("layers.0.weight", (3, 2)), ("layers.0.bias", (3,)), ("layers.2.weight", (1, 3))]
+    with pytest.raises(AssertionError) as e:
+        check(False, "2.11", "wrong names", got=got, expected=want)
+    assert "first difference: at [2][0]: got 'layers.2.bias', expected 'layers.2.weight'" in str(
+        e.value
+    )
+    with pytest.raises(AssertionError) as e:
+        check(False, "6.1", "counts", got={"add": 2, "mul": 1}, expected={"add": 2, "mul": 3})
+    assert "first difference: at ['mul']: got 1, expected 3" in str(e.value)
+    with pytest.raises(AssertionError) as e:
+        check(False, "11.6", "batches", got=[[0, 1]], expected=[[0, 1], [2]])
+    assert "first difference: at the top: 1 items, expected 2 (missing [2] at [1])" in str(e.value)
+    with pytest.raises(AssertionError) as e:  # scalars: got and expected already say it
+        check(False, "1.1", "wrong position", got=4, expected=5)
+    assert "first difference" not in str(e.value)
