@@ -531,3 +531,13 @@ def measure(fn, repeat: int = 7, warmup: int = 1, min_time: float = 0.005) -> fl
         if gc_was:
             gc.enable()
     return float(np.median(samples))
+
+
+def say(*parts, sep: str = " ", width: int = 100) -> None:
+    """``print``, with each line wrapped at ``width`` (the page's column) under a 2-space indent:
+    an error message or a long list stays readable instead of running off the page."""
+    import textwrap
+
+    for line in sep.join(str(p) for p in parts).splitlines() or [""]:
+        indent = line[: len(line) - len(line.lstrip())] + "  "
+        print(textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False) or line)
