@@ -57,7 +57,10 @@ def _check_records(x, y):
     "10.1",
     points=1,
     metric="off_over_no_hook",
-    bands=[(1.10, 1.0), (1.25, 0.5)],
+    # the two sides run in two processes (the baseline is the course's own code): on a busy
+    # machine their fastest rounds differed by up to 1.4x for the same code, so the bands
+    # are wide: they catch an off state that costs a quarter of an op, not a few percent
+    bands=[(1.25, 1.0), (1.5, 0.5)],
     higher_is_better=False,
     formula="off / no_hook",
     baseline=("no_hook",),

@@ -130,10 +130,10 @@ def test_cond_rejects_mismatched_branches():
     with pytest.raises(OpError, match=r"cond.*float32\[2,3\].*float32\[3\]") as e:
         minitorch.jit(bad).trace(minitorch.ones(2, 3))
     check(
-        e.value.op == "cond",
+        e.value.op == "cond" and bool(e.value.hint),
         "5.9",
-        'mismatched shapes raise OpError("cond", ...)',
-        value=text(e.value.op),
+        'mismatched shapes raise OpError("cond", problem, hint)',
+        value=text([e.value.op, bool(e.value.hint)]),
     )
 
     def bad_dtype(x):
@@ -154,11 +154,19 @@ def test_cond_rejects_mismatched_branches():
     with pytest.raises(OpError, match=r"cond.*one element") as e:
         minitorch.jit(bad_pred).trace(minitorch.ones(2))
     check(
-        e.value.op == "cond",
+        e.value.op == "cond" and bool(e.value.hint),
         "5.9",
-        'a predicate of several elements raises OpError("cond", ...)',
-        value=text(e.value.op),
+        'a predicate of several elements raises OpError("cond", problem, hint)',
+        value=text([e.value.op, bool(e.value.hint)]),
     )
+
+    def two_outputs(x):  # trace_branch names the branch it was given: "false" here
+        return minitorch.cond(x.sum() > 0, lambda a: a, lambda a: (a, a), x)
+
+    with pytest.raises(OpError, match="false branch") as e:
+        minitorch.jit(two_outputs).trace(minitorch.ones(2))
+    check(e.value.op == "cond", "5.9", 'trace each branch with its name: trace_branch(false_fn, '
+          'operands, "false")', value=text(e.value.op))  # fmt: skip
 
 
 def _two_breaks(x, n):

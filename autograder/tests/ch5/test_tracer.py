@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minitorch
-from autograder.harness import assert_close, check, graded
+from autograder.harness import assert_close, check, graded, text
 from minitorch import OpError, Spec, get_op
 from minitorch.tracing import Tracer, infer_matmul, infer_reduce, record_op
 
@@ -220,7 +220,10 @@ def test_infer_reduce_examples():
         value=infer_reduce(a, 1, keepdims=True).shape,
     )
     check(infer_reduce(Spec((3,), B), None) == Spec((), I64), "5.3", "sum of bools is int64")
-    with pytest.raises(OpError, match="axis 3"):
+    with pytest.raises(OpError, match="axis 3") as e:
         infer_reduce(a, 3)
+    check(e.value.op == "sum" and bool(e.value.hint), "5.3", "an axis out of range raises "
+          'OpError("sum", problem, hint): the hint says which axes would work',
+          value=text([e.value.op, bool(e.value.hint)]))  # fmt: skip
     with pytest.raises(OpError, match="repeated"):
         infer_reduce(a, (1, -2))
