@@ -223,6 +223,12 @@ def grade(args, console: Console, out: Path, results: list, grading: Grading) ->
     got, possible = totals(results)
     if expect == "full" and got < possible - 1e-9:
         console.print(f"[red bold]Expected full marks, got {got:g} / {possible:g}[/]")
+        for r in results:  # last, so that a log's tail names them
+            if r.counted and r.score < r.item.points - 1e-9:
+                figures = ", ".join(f"{k}={v:.3g}" if isinstance(v, (int, float)) else f"{k}={v}"
+                                    for k, v in list(r.figures.items())[:6])  # fmt: skip
+                console.print(f"  lost {r.item.points - r.score:g}: {r.item.exercise} {r.item.name} "
+                              f"({r.status}) {figures} {r.message[:200]}", markup=False, highlight=False)  # fmt: skip
         return 1
     if expect == "zero" and got > 0:
         console.print(f"[red bold]Expected 0 points from the starter code, got {got:g}[/]")

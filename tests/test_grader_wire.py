@@ -192,3 +192,21 @@ def test_a_failed_check_points_at_the_first_difference_of_a_structure():
     with pytest.raises(AssertionError) as e:  # scalars: got and expected already say it
         check(False, "1.1", "wrong position", got=4, expected=5)
     assert "first difference" not in str(e.value)
+
+
+def test_a_figure_short_of_full_credit_is_seen_before_every_side_is_timed():
+    from autograder.grader.bench import Bench, figure
+
+    formula = "min(blas_512 / numba_512, blas_1024 / numba_1024)"
+    assert figure(formula, {"blas_512": 1.0, "numba_512": 4.0}, partial=True) == 0.25
+    with pytest.raises(KeyError):
+        figure(formula, {"blas_512": 1.0, "numba_512": 4.0})
+    item = Item("x::bench_b", "3.6", 2, kind="benchmark", metric="f",
+                bands=[(0.3, 1.0), (0.15, 0.5)], formula=formula)  # fmt: skip
+    bench = Bench(item, None, None, None, None, None)
+    assert bench._short({"blas_512": [1.0], "numba_512": [4.0, 5.0]})  # 0.25 < 0.3
+    assert not bench._short({"blas_512": [1.0], "numba_512": [4.0, 3.0]})  # fastest: 0.33
+    assert not bench._short({"blas_512": [1.0]})  # nothing to judge yet
+    lower = Item("x::bench_c", "5.6", 2, kind="benchmark", metric="r",
+                 bands=[(3.0, 1.0)], higher_is_better=False, formula="a / b")  # fmt: skip
+    assert Bench(lower, None, None, None, None, None)._short({"a": [4.0], "b": [1.0]})

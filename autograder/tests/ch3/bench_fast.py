@@ -202,7 +202,7 @@ def _aligned(x: np.ndarray, to: int = 64) -> np.ndarray:
     "3.5",
     points=1,
     metric="speedup",
-    bands=[(1.8, 1.0), (1.2, 0.5)],
+    bands=[(1.6, 1.0), (1.2, 0.5)],  # the reference: 2.2-2.4 in nine graded runs
     formula="dots / tiles",
     baseline=("dots",),
 )
@@ -235,7 +235,9 @@ def bench_tile_vs_dot_products(report):
     "3.6",
     points=2,
     metric="fraction_of_blas",
-    bands=[(0.3, 1.0), (0.15, 0.5)],
+    # the reference's 512 figure across nine graded runs on a 2-core AVX-512 machine:
+    # 0.31-0.38 (BLAS's own speed varies with the machine); full credit sits below that
+    bands=[(0.25, 1.0), (0.12, 0.5)],
     formula="min(blas_512 / numba_512, blas_1024 / numba_1024)",
     baseline=("blas_512", "blas_1024"),
 )
