@@ -109,8 +109,8 @@ mutants: $(STAMP)
 
 # mutmut's operators applied to the references, each mutant graded like a learner's code.
 mutation: $(STAMP)
-	@test -n "$(CH)" || { echo "usage: make mutation CH=N [EX=C.N] [SAMPLE=n]"; exit 2; }
-	@$(PY) -m tests.mutation $(CH) $(if $(EX),--exercise $(EX)) $(if $(SAMPLE),--sample $(SAMPLE))
+	@test -n "$(CH)" || { echo "usage: make mutation CH=N [EX=C.N] [SAMPLE=n] [PER=n]"; exit 2; }
+	@$(PY) -m tests.mutation $(CH) $(if $(EX),--exercise $(EX)) $(if $(SAMPLE),--sample $(SAMPLE)) $(if $(PER),--per-exercise $(PER))
 
 pytest: $(STAMP)
 	@$(PY) -m pytest tests

@@ -12,7 +12,8 @@ file, its unchanged copy is graded the same way and must keep full marks.
 
 Prints, per exercise, the mutants, killed, recorded equivalent and surviving,
 each survivor with its change, and the chapter's score: killed / (all -
-recorded equivalents). ``--sample N`` grades a fixed sample of N per chapter.
+recorded equivalents). ``--sample N`` grades a fixed sample of N per chapter,
+``--per-exercise N`` a fixed N of each exercise's (what ``make test`` runs).
 """
 
 from __future__ import annotations
@@ -140,6 +141,11 @@ def _names(chapter: int) -> dict[str, str]:
 
 def _prepare(chapter: int, tests: dict[str, list[str]]) -> None:
     """Import the chapter's stubs, references and test modules once, in the parent."""
+    from minitorch.tracing import graph
+
+    # a mutant stands where minitorch's code stands: a node's source location skips it
+    if str(SRC) + os.sep not in graph._SKIP:
+        graph._SKIP += (str(SRC) + os.sep,)
     for info in manifest.exercises().values():
         if info.id.split(".")[0] == str(chapter):
             importlib.import_module(info.path.removesuffix(".py").replace("/", "."))
@@ -150,20 +156,34 @@ def _prepare(chapter: int, tests: dict[str, list[str]]) -> None:
                      "--rootdir", str(ROOT), *ids])  # fmt: skip
 
 
-def select_mutants(chapter: int, only: str | None, sample: int | None) -> list[Generated]:
+def select_mutants(chapter: int, only: str | None, sample: int | None,
+                   per_exercise: int | None = None) -> list[Generated]:  # fmt: skip
+    """The chapter's mutants (of exercise ``only``); ``sample``: a fixed N of them;
+    ``per_exercise``: a fixed N of each exercise's (every exercise is reached)."""
     found = [g for g in generate(chapter, _names(chapter)) if only is None or only in g.exercises]
-    if sample is not None:
-        known = equivalents()
-        found = sorted((g for g in found if g.key not in known), key=lambda g: g.sample_rank)
-        found = sorted(found[:sample], key=lambda g: (g.file, g.line))
-    return found
+    if sample is None and per_exercise is None:
+        return found
+    known = equivalents()
+    found = sorted((g for g in found if g.key not in known), key=lambda g: g.sample_rank)
+    if per_exercise is not None:
+        taken: dict[str, int] = {}
+        picked = []
+        for g in found:
+            if any(taken.get(e, 0) < per_exercise for e in g.exercises):
+                picked.append(g)
+                for e in g.exercises:
+                    taken[e] = taken.get(e, 0) + 1
+        found = picked
+    else:
+        found = found[:sample]
+    return sorted(found, key=lambda g: (g.file, g.line))
 
 
 def run_chapter(chapter: int, only: str | None = None, sample: int | None = None,
-                verbose: bool = False) -> dict:  # fmt: skip
+                verbose: bool = False, per_exercise: int | None = None) -> dict:  # fmt: skip
     names, tests = _names(chapter), _chapter_tests(chapter)
     _prepare(chapter, tests)
-    mutants = select_mutants(chapter, only, sample)
+    mutants = select_mutants(chapter, only, sample, per_exercise)
     rows, controls = [], {}
     for g in mutants:
         nodeids = [n for ex in g.exercises for n in tests.get(ex, [])]
@@ -183,7 +203,7 @@ def run_chapter(chapter: int, only: str | None = None, sample: int | None = None
             print(f"{'+'.join(g.exercises):<8} {row['status']:<8} {row.get('seconds', 0):5.1f}s "
                   f"{g.file}:{g.line} {g.before} => {g.after}  [{row['detail'][:120]}]",
                   flush=True)  # fmt: skip
-    return {"chapter": chapter, "sample": sample, "rows": rows}
+    return {"chapter": chapter, "sample": sample, "per_exercise": per_exercise, "rows": rows}
 
 
 def summary(result: dict) -> tuple[str, dict]:
@@ -192,7 +212,8 @@ def summary(result: dict) -> tuple[str, dict]:
     for r in result["rows"]:
         groups.setdefault("+".join(r["exercises"]), []).append(r)
     lines = [f"Chapter {result['chapter']}: generated mutants (mutmut's operators)"
-             + (f", a fixed sample of {result['sample']}" if result["sample"] else ""),
+             + (f", a fixed sample of {result['sample']}" if result["sample"] else "")
+             + (f", {result['per_exercise']} per exercise" if result.get("per_exercise") else ""),
              f"{'exercise':<12} {'mutants':>7} {'killed':>6} {'equiv':>5} {'survived':>8}"]  # fmt: skip
     total = {"mutants": 0, "killed": 0, "equivalent": 0, "survived": 0, "error": 0}
     for name in sorted(groups, key=lambda x: manifest.exercise_sort_key(x.split("+")[0])):
@@ -227,6 +248,8 @@ def main(argv=None) -> int:
     parser.add_argument("chapters", type=int, nargs="+")
     parser.add_argument("--exercise", help="only the mutants that reach this exercise (C.N)")
     parser.add_argument("--sample", type=int, help="a fixed sample of N mutants per chapter")
+    parser.add_argument("--per-exercise", type=int,
+                        help="a fixed sample of N mutants of each exercise (CI's check)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write every verdict here")
     parser.add_argument("--timeout", type=int, default=TIMEOUT, help="seconds per mutant")
     parser.add_argument("-v", "--verbose", action="store_true", help="a line per mutant as it runs")
@@ -234,7 +257,7 @@ def main(argv=None) -> int:
     _set_timeout(args.timeout)
     results, ok = [], True
     for chapter in args.chapters:
-        result = run_chapter(chapter, args.exercise, args.sample, args.verbose)
+        result = run_chapter(chapter, args.exercise, args.sample, args.verbose, args.per_exercise)
         text, total = summary(result)
         result["total"] = total
         results.append(result)
