@@ -94,7 +94,7 @@ def loop_strides(shape: tuple, strides: tuple, out_shape: tuple) -> tuple:
         >>> loop_strides((4,), (-1,), (2, 4))
         (0, -1)
 
-    Hint: walk ``out_shape`` from the right with ``d = axis - (len(out_shape) - len(shape))``.
+    Hints: book chapter 7, "The exercises".
     """
     raise NotImplementedError("Exercise 7.6: loop_strides")
 
@@ -104,20 +104,21 @@ def body_lines(graph: Graph, names: dict) -> list:
     """The statements computing ``graph`` one element at a time; fills in ``names``.
 
     ``names`` maps each input node of ``graph`` (and any constant passed in as
-    an input) to the variable holding its element. Walk ``graph.nodes`` in
-    order: a ``const`` node not in ``names`` gets the source of its value,
-    ``literal(node.value.numpy(), node.spec.dtype)``; an ``input`` node is
-    already named; every other node gets a fresh variable ``v<k>`` (k counts
-    the statements so far) and the statement ``f"v<k> = {op_expr(node, args)}"``
-    where ``args`` are its inputs' names in order. Return the statements; the
-    output element is then in ``names[graph.outputs[0]]``.
+    an input) to the variable holding its element; those nodes keep their names
+    and get no statement. Every other ``const`` is inlined: its name is the
+    source of its value, ``literal(node.value.numpy(), node.spec.dtype)``. Every
+    other node gets, in ``graph.nodes`` order, one statement
+    ``f"v<k> = {op_expr(node, args)}"`` (``k`` counts the statements so far,
+    ``args`` are its inputs' names in order) and the name ``v<k>``. Return the
+    statements; afterwards the output element is ``names[graph.outputs[0]]``.
 
     Example:
         >>> names = {g.inputs[0]: "a0", g.inputs[1]: "a1"}    # g: (x - y) * 2
         >>> body_lines(g, names)
         ['v0 = np.float32((a0 - a1))', 'v1 = np.float32((v0 * np.float32(2.0)))']
 
-    Hint: ``op_expr`` and ``literal`` are in ``minitorch.fusion.exprs``.
+    Hints: book chapter 7, "The exercises" (``op_expr`` and ``literal`` are in
+    ``minitorch.fusion.exprs``).
     """
     raise NotImplementedError("Exercise 7.7: body_lines")
 
@@ -126,25 +127,24 @@ def body_lines(graph: Graph, names: dict) -> list:
 def elementwise_source(loop: Loop) -> str:
     """The source of the function that computes one fused elementwise group.
 
-    Signature and variables as described in :class:`Loop`. Before any loop:
-    a ``"scalar"`` input is read once, ``ak = xk[ok]``; a ``"flat"`` input is
-    sliced, ``xk = xk[ok:]``, and read at the output position, ``ak = xk[p]``
-    (an index Numba knows is not negative: no wrap-around test, so LLVM
-    vectorises). If no input is ``"strided"`` (or ``ndim == 0``), one loop
-    ``for p in <loop>(out.size):`` is all it takes.
+    Signature and variables as described in :class:`Loop`: the function is
+    ``def <loop.name>(out, shape, x0, o0, s0, ...)``; for every output position
+    ``p`` (C order over ``shape``) it loads each input ``k`` into ``ak``, runs
+    ``loop.lines`` and stores ``out[p] = <loop.result>``. Input ``k``'s element is
+    at ``xk[ok + sum(i_d * sk[d])]``; the layouts promise more: a ``"scalar"``
+    input is one element, ``xk[ok]``, for every ``p``; a ``"flat"`` input is
+    C-contiguous over ``shape``, its element is ``xk[ok + p]``; a
+    ``"strided"`` input needs the general index. Any ``ndim`` (0 included) and
+    an empty output must work. Only the outermost loop is ``loop.loop``
+    (``"prange"`` or ``"range"``); every inner loop is ``range``.
 
-    Otherwise nest one loop per axis, ``for i<d> in <loop or range>(n<d>)``
-    (``n<d> = shape[d]``; only the outer loop is ``loop.loop``), and keep the
-    index arithmetic incremental, hoisted out of the inner loops:
-    ``q<d> = q<d-1> * n<d> + i<d>`` (``q0 = i0``) is the C-order position so
-    far, ``c<k>_<d> = c<k>_<d-1> + i<d> * s<k>_<d>`` (``c<k>_0`` starts from
-    ``o<k>``; ``s<k>_<d> = s<k>[d]`` read once at the top) the storage
-    position of strided input ``k``. In the innermost loop ``p = q<last>`` and
-    ``ak = xk[np.uint64(c<k>_<last>)]`` (the final index is never negative;
-    unsigned, it needs no wrap-around test either). Then the body ``lines``
-    and ``out[p] = <result>``.
+    Performance (graded): the kernel Numba compiles from this source is timed
+    on one thread against numpy computing the same ten-op float32 chain over
+    2**20 contiguous elements; full credit needs 3x numpy's speed (1.8x: half),
+    which takes a loop LLVM can vectorise.
 
-    Example (ndim 1, one strided input, ``lines=["v0 = np.float32((-a0))"]``):
+    Example (ndim 1, one strided input, ``lines=["v0 = np.float32((-a0))"]``),
+    one correct answer:
         def k(out, shape, x0, o0, s0):
             n0 = shape[0]
             s0_0 = s0[0]
@@ -156,7 +156,7 @@ def elementwise_source(loop: Loop) -> str:
                 v0 = np.float32((-a0))
                 out[p] = v0
 
-    Hint: build a list of lines with the right indentation, ``"\\n".join`` it.
+    Hints: book chapter 7, "The exercises".
     """
     raise NotImplementedError("Exercise 7.8: elementwise_source")
 
@@ -165,18 +165,19 @@ def elementwise_source(loop: Loop) -> str:
 def reduce_source(loop: ReduceLoop) -> str:
     """The source of a reduction with its prologue and epilogue (see :class:`ReduceLoop`).
 
-    Loops ``i0..`` over the ``nkeep`` kept axes (the outer one ``loop.loop``),
-    ``p`` the C-order position over them; then ``acc = <acc_init>``, loops
-    ``j0..`` over the ``nred`` folded axes (sizes ``shape[nkeep + j]``) reading
-    ``ak = xk[ok + i0*sk[0] + ... + j0*sk[nkeep] + ...]``, the ``inner`` lines
-    and the fold of ``inner_result`` into ``acc`` (``sum``/``mean``: add;
-    ``max``/``min``: keep NaN once seen, as numpy does). After the folded
-    loops: ``mean`` divides by the count of folded elements; then
-    ``<reduced> = <acc_dtype>(acc)``, ``bk = yk[qk + i0*tk[0] + ...]``, the
-    ``outer`` lines and ``out[p] = <result>``. With ``nkeep == 0`` there is
-    one output element, ``p = 0``.
+    For every output position ``p`` (C order over the ``nkeep`` kept axes; with
+    ``nkeep == 0`` there is one output element, ``p = 0``): start ``acc`` at
+    ``acc_init``; for every element of the ``nred`` folded axes (sizes
+    ``shape[nkeep + j]``) load each ``ak = xk[ok + i0*sk[0] + ... +
+    j0*sk[nkeep] + ...]``, run the ``inner`` lines and fold ``inner_result``
+    into ``acc``: ``sum``/``mean`` add; ``max``/``min`` keep the larger/smaller
+    and, as numpy does, a NaN once seen; ``mean`` then divides by the count of
+    folded elements. Then ``<reduced> = <acc_dtype>(acc)``, load each
+    ``bk = yk[qk + i0*tk[0] + ...]``, run the ``outer`` lines and store
+    ``out[p] = <result>``. Only the outermost loop over the kept axes is
+    ``loop.loop``; the other loops are ``range``.
 
-    Hint: write the fold as ``if not (acc >= v or acc != acc): acc = v`` for max.
+    Hints: book chapter 7, "The exercises".
     """
     raise NotImplementedError("Exercise 7.9: reduce_source")
 
@@ -188,14 +189,16 @@ def structure_key(graph: Graph, layouts: list) -> str:
     What the generated source depends on goes in: for each node, in order, its
     op, its attributes, its dtype and rank, and the positions (not the names) of
     its inputs in ``graph.nodes``; a size-1 constant's value (it is inlined);
-    ``layouts``. What it does not depend on stays out: sizes, node names,
-    where the code was traced. Return ``hashlib.sha256(text).hexdigest()[:16]``.
+    which node is the output; ``layouts``. What it does not depend on stays
+    out: sizes, node names, the values of constants with more than one element
+    (passed in, not inlined), where the code was traced. Return
+    ``hashlib.sha256(text).hexdigest()[:16]`` of a text holding all of that.
 
     Example:
         >>> structure_key(trace(f, [float32[2, 3]]), ["flat"]) == \\
         ...     structure_key(trace(f, [float32[7, 9]]), ["flat"])
         True
 
-    Hint: build one line of text per node, e.g. ``f"{op}|{attrs}|{dtype}|{ndim}|{inputs}"``.
+    Hints: book chapter 7, "The exercises".
     """
     raise NotImplementedError("Exercise 7.10: structure_key")

@@ -185,28 +185,29 @@ def can_fuse(producer: Node, consumer: Node, group: Group) -> tuple[bool, str | 
     """May ``producer`` join ``group`` (through its member ``consumer``)? ``(True, None)``
     or ``(False, reason)`` with a reason from :mod:`minitorch.fusion.reasons`.
 
-    Check in this order and return the first failure:
+    The refusals, in order of precedence (when several apply, return the first):
 
     1. ``fusable_op(producer)`` is false -> ``R.UNFUSABLE``;
     2. ``anchor_rule(producer, consumer, group)`` (7.4), then
-       ``reduce_rule(producer, consumer, group)`` (7.3): if one returns a reason, return it;
+       ``reduce_rule(producer, consumer, group)`` (7.3): the reason either returns;
     3. the producer is not computed once per iteration of every member that
        reads it: ``producer.spec.size != loop_size(u)`` for a user ``u`` in the
        group -> ``R.SPACE`` (its values would be recomputed for every broadcast copy);
     4. a user of the producer outside the group reaches the group
        (``reaches(u, group)``) -> ``R.CYCLE`` (the group would both feed and need it);
-    5. ``group.num_ops + is_compute(producer) > R.MAX_OPS`` or the group would then
-       read more than ``R.MAX_INPUTS`` outside values -> ``R.LIMIT``;
+    5. with the producer, the group would hold more than ``R.MAX_OPS`` compute ops
+       (views are free) or read more than ``R.MAX_INPUTS`` outside values -> ``R.LIMIT``;
     6. a user of the producer is outside the group, or the producer is a graph
        output -> ``R.OUTSIDE`` (a group hands out only its root).
+
+    Nothing is changed: neither the graph nor the group.
 
     Example:
         >>> # %2 = exp(%x) ; %3 = mul(%2, %y) ; return (%3, %2)
         >>> can_fuse(exp_node, mul_node, Group(mul_node))
         (False, 'value needed outside the group')
 
-    Hint: the inputs the group would read after the merge are its current
-    external inputs minus the producer plus the producer's inputs that are not members.
+    Hints: book chapter 7, "The exercises".
     """
     raise NotImplementedError("Exercise 7.1: can_fuse")
 
@@ -215,27 +216,29 @@ def can_fuse(producer: Node, consumer: Node, group: Group) -> tuple[bool, str | 
 def grow_group(group: Group, refusals: list, recomputed: list) -> None:
     """Pull producers into ``group`` until none can join (elementwise and broadcast chains).
 
-    Repeat: the candidates are the inputs of members that are ops (not
-    ``input``/``const``), not members, not yet tried, and not inputs of the
-    group's anchor (an anchor's operands are never fused into it). Take the
-    candidate that comes *latest* in ``graph.nodes`` (so a node's users are
-    decided before the node), mark it tried, let ``consumer`` be its first user
-    in the group (in ``graph.nodes`` order) and ask ``can_fuse``:
+    The candidates are the inputs of members that are ops (not ``input`` or
+    ``const``) and not members, except the operands of the group's anchor (an
+    anchor's operands are never fused into it). Each candidate is decided once,
+    always the one latest in ``graph.nodes`` first (so all of a node's users in
+    the group are decided before the node), with ``can_fuse(producer, consumer,
+    group)``, ``consumer`` being the producer's first user in the group in
+    ``graph.nodes`` order. Members added make new candidates; stop when none is
+    left. The outcome of each decision:
 
-    * allowed: ``group.add(producer)``;
-    * refused with ``R.OUTSIDE`` and ``is_cheap(producer)``: compute it twice.
-      Put a copy in the graph right after the producer (same op, inputs, attrs,
-      spec, ``where``), point the group's uses at it with ``set_input``,
-      ``group.add(copy)`` and append ``(producer, copy)`` to ``recomputed``;
-    * otherwise append ``Refusal(producer, consumer, reason)`` to ``refusals``.
+    * allowed: the producer joins (``group.add``);
+    * refused with ``R.OUTSIDE`` and ``is_cheap(producer)``: it is computed
+      twice. A copy (same op, inputs, attrs, spec, ``where``) is put in
+      ``graph.nodes`` right after the producer, the group's uses of the producer
+      read the copy instead (users lists kept consistent), the copy joins the
+      group and ``(producer, copy)`` is appended to ``recomputed``;
+    * otherwise ``Refusal(producer, consumer, reason)`` is appended to ``refusals``.
 
     Example:
         >>> # %1 = sub(%x, %y) ; %2 = exp(%1) ; %3 = mul(%2, %2)
         >>> g = Group(mul_node); grow_group(g, [], []); [m.op for m in g.members]
         ['mul', 'exp', 'sub']
 
-    Hint: ``group.position(node)`` is a node's place in ``graph.nodes``.
-    ``graph.add_node(...)`` appends; move the copy with ``nodes.remove`` and ``nodes.insert``.
+    Hints: book chapter 7, "The exercises".
     """
     raise NotImplementedError("Exercise 7.2: grow_group")
 
@@ -248,19 +251,21 @@ def reduce_rule(producer: Node, consumer: Node, group: Group) -> str | None:
     over its input, e.g. ``(x - m).exp()`` in ``(x - m).exp().sum(1)``) and the
     ops after it (epilogue, looping over its output, e.g. ``/ n``).
 
-    * The producer is a reduction: refuse with ``R.REDUCTION`` if the group
-      already has a reduction or an anchor, or if the reduction's result would
-      be broadcast back (``producer.spec.size != loop_size(u)`` for a member
-      ``u`` that reads it, as in ``x - x.max(1, keepdims=True)``).
+    * The producer is a reduction: ``R.REDUCTION`` if the group already has a
+      reduction or an anchor, or if the reduction's result would be broadcast
+      back (``producer.spec.size != loop_size(u)`` for a member ``u`` that reads
+      it, as in ``x - x.max(1, keepdims=True)``).
     * The group has a reduction and the producer is read both by prologue
       members (side ``"pre"`` or the reduction itself) and by epilogue members
       (side ``"post"``): ``R.REDUCTION`` (one loop cannot be on both sides).
-    * Otherwise None.
+    * Otherwise None (a value read on one side only is fine). Nothing is changed.
 
     Example:
         >>> # %1 = max(%x, axis=(1,), keepdims=True) ; %2 = sub(%x, %1)
         >>> reduce_rule(max_node, sub_node, Group(sub_node))
         'a reduction in the way'
+
+    Hints: book chapter 7, "The exercises".
     """
     raise NotImplementedError("Exercise 7.3: reduce_rule")
 
@@ -271,16 +276,19 @@ def anchor_rule(producer: Node, consumer: Node, group: Group) -> str | None:
 
     An anchor runs its own library kernel; the fuser only appends an elementwise
     epilogue to it (bias add, relu...), computed on each output element as it is
-    produced. When the producer is an anchor, refuse with ``R.ANCHOR`` if the
-    group already has an anchor or a reduction, or if a member reading it is not
-    elementwise/broadcast (a view or a reduction right after an anchor); refuse
-    with ``R.SPACE`` if it is not read once per output element
-    (``producer.spec.size != loop_size(u)``). Any other producer: None.
+    produced. When the producer is an anchor: ``R.ANCHOR`` if the group already
+    has an anchor or a reduction, or if a member reading it is not
+    elementwise/broadcast (a view or a reduction right after an anchor); else
+    ``R.SPACE`` if it is not read once per output element
+    (``producer.spec.size != loop_size(u)``); else None. Any other producer:
+    None. Nothing is changed.
 
     Example:
         >>> # %2 = matmul(%x, %w) ; %3 = add(%2, %b) ; %4 = relu(%3)
         >>> anchor_rule(mm_node, add_node, group_of_relu_and_add)
         None
+
+    Hints: book chapter 7, "The exercises".
     """
     raise NotImplementedError("Exercise 7.4: anchor_rule")
 
@@ -289,28 +297,34 @@ def anchor_rule(producer: Node, consumer: Node, group: Group) -> str | None:
 def build_fused_node(graph: Graph, group: Group, name: str) -> Node:
     """Replace the members of ``group`` in ``graph`` by one ``"fused"`` node; return it.
 
-    1. Check the group can be one node, raising ``OpError("fuse", problem)``:
-       first that no path leaves the group and comes back (``reaches(u, group)``
-       for a user ``u`` outside the group of any member: "would create a
-       cycle"), then that every member except ``group.root`` has all its users
-       in the group and is not a graph output ("value needed outside the group").
-    2. Build the subgraph ``Graph(name)``: one ``add_input(spec, name)`` per
-       external input (``group.external_inputs()``, in that order, named like
-       the outside node), then a copy of every member, in ``graph.nodes`` order
-       except that an anchor comes first (``sub.add_node(op, inputs, attrs,
-       spec, where)``), and ``sub.set_outputs([copy of root], ("leaf", 0))``.
-    3. ``node = graph.add_node("fused", external inputs, {"graph": sub, "kind":
-       group.kind, "name": name}, root.spec, where=root.where)``, moved to the
-       root's position in ``graph.nodes``; ``replace_all_uses(root, node)``.
-    4. Remove the members from ``graph.nodes`` and from their inputs' ``users``.
+    Errors, checked in this order, before anything is changed (a refused group
+    leaves the graph exactly as it was): ``OpError("fuse", problem)`` whose
+    message says "would create a cycle" when a path leaves the group and comes
+    back (``reaches(u, group)`` for a user ``u`` outside the group of any
+    member), then "value needed outside the group" when a member other than
+    ``group.root`` has a user outside the group or is a graph output.
+
+    The new node:
+
+    * op ``"fused"``, attrs ``{"graph": sub, "kind": group.kind, "name": name}``,
+      the root's spec and ``where``; its inputs are ``group.external_inputs()``
+      (each outside value once, in order of first use);
+    * it takes the root's place in ``graph.nodes``, every use of the root (graph
+      outputs included) now reads it, the members are gone from ``graph.nodes``
+      and from their inputs' ``users``; ``graph.verify()`` holds.
+
+    The subgraph ``sub = Graph(name)``: one input per external input, in the same
+    order, named like the outside node; a copy of every member (same op, attrs,
+    spec, ``where``), in ``graph.nodes`` order except that an anchor comes
+    first; one output, the root's copy, with ``out_tree`` ``("leaf", 0)``.
+    Interpreting it on the node's inputs gives the root's value.
 
     Example:
         >>> node = build_fused_node(g, group, "fused_0")
         >>> print(g)   # %5 = fused(%x, %y, kind=elementwise, name=fused_0) : float32[4,5]
         ...            #     graph fused_0(%x: float32[4,5], %y: float32[5]) { ... }
 
-    Hint: the subgraph's copies need new names only within it; keeping the
-    originals (``%3``) makes the text form read like the graph before fusion.
+    Hints: book chapter 7, "The exercises".
     """
     raise NotImplementedError("Exercise 7.5: build_fused_node")
 

@@ -32,9 +32,12 @@ def dead_code_elimination(graph: Graph) -> int:
 
     A node is *live* if it is an output, an ``input`` node (inputs are the
     graph's signature and always stay), impure (``not is_pure(node)``: random or
-    side-effecting ops run even if unused), or an input of a live node. Remove
-    every other node from ``graph.nodes`` (keep the order of the rest) and from
-    the ``users`` lists of the nodes that remain.
+    side-effecting ops run even if unused), or an input of a live node. Afterwards
+    ``graph.nodes`` holds exactly the live nodes, in their original order, and no
+    ``users`` list mentions a removed node. A second run removes nothing.
+
+    Performance (graded): time linear in the size of the graph (the benchmark
+    compares the cost per node of the default pipeline at 1000 and 8000 nodes).
 
     Example:
         >>> print(g)     # %1 = exp(%x) ; %2 = neg(%x) ; return (%2)
@@ -42,9 +45,7 @@ def dead_code_elimination(graph: Graph) -> int:
         1
         >>> print(g)     # %2 = neg(%x) ; return (%2)
 
-    Hint: one backward walk over ``graph.nodes`` finds the live set (a node's
-    users come after it); then rebuild the lists once. Removing nodes one by one
-    with ``list.remove`` would make the pass quadratic.
+    Hints: book chapter 6, "The exercises".
     """
     raise NotImplementedError("Exercise 6.2: dead_code_elimination")
 
@@ -53,17 +54,17 @@ def dead_code_elimination(graph: Graph) -> int:
 def common_subexpressions(graph: Graph) -> int:
     """Merge nodes that compute the same value; return how many were merged.
 
-    Walk ``graph.nodes`` in order with a dict from key to the first node seen:
+    Two ``const`` nodes compute the same value when their ``const_key`` is equal.
+    Two other nodes do when they have the same op, the same input nodes (the same
+    objects, in the same order; in any order for the ``COMMUTATIVE`` ops only:
+    ``a - b`` is not ``b - a``), equal attributes (``attrs_key``) and the same
+    spec. ``input`` nodes and impure nodes (``is_pure``) are never merged: two
+    random draws are two different values even with equal inputs.
 
-    * skip ``input`` nodes and impure nodes (``is_pure``): two random draws are
-      two different values even with equal inputs;
-    * a ``const`` node's key is ``const_key(node)``;
-    * any other node's key is ``(op, input identities, attrs_key(attrs), spec)``,
-      where the input identities are ``tuple(id(i) for i in node.inputs)``,
-      sorted for the ``COMMUTATIVE`` ops only (``a - b`` is not ``b - a``);
-    * on a hit, ``replace_all_uses(node, first)``; the duplicate becomes dead.
-      Count a merge only when that changed at least one use (a duplicate left
-      dead by an earlier run is not a new merge, so a second run returns 0).
+    Every later duplicate hands all its uses to the earliest equal node
+    (``replace_all_uses``) and is left dead for DCE. One call merges whole
+    duplicated chains (``exp(a)`` twice, then ``neg`` of each). Count a merge only
+    when it changed at least one use, so a second run returns 0.
 
     Example:
         >>> print(g)   # %1 = exp(%x) ; %2 = exp(%x) ; %3 = add(%1, %2)
@@ -71,7 +72,6 @@ def common_subexpressions(graph: Graph) -> int:
         1
         >>> print(g)   # %1 = exp(%x) ; %2 = exp(%x) ; %3 = add(%1, %1)
 
-    Hint: because nodes are in execution order, the inputs of a node are already
-    merged when you reach it, so one walk catches whole duplicated chains.
+    Hints: book chapter 6, "The exercises".
     """
     raise NotImplementedError("Exercise 6.3: common_subexpressions")

@@ -19,11 +19,12 @@ def constant_fold(graph: Graph, limit: int = FOLD_LIMIT) -> int:
 
     A node is foldable when it is a registry op (not in ``SPECIAL``), pure
     (``is_pure``), has at least one input, all its inputs are frozen constants
-    (``is_frozen``: a parameter's value changes between calls),
-    and its result has at most ``limit`` elements (``node.spec.size``). Compute
-    the value with the eager kernels, ``dispatch(node.op, *values, **node.attrs)``
-    inside ``no_grad()``, so folding gives exactly what eager gives, then turn
-    the node into a constant with ``make_const(node, value)``.
+    (``is_frozen``: a parameter's value changes between calls), and its result
+    has at most ``limit`` elements (``node.spec.size``). A folded node becomes a
+    ``const`` in place (same node, so its users keep reading it) whose value is
+    exactly what eager computes for that op, bit for bit, recording no autograd.
+    Folding is complete in one call: a node whose inputs fold is folded too, and
+    a second run returns 0.
 
     Example:
         >>> print(g)   # c0 = const 2.0 ; %1 = exp(c0) ; %2 = mul(%x, %1)
@@ -31,6 +32,6 @@ def constant_fold(graph: Graph, limit: int = FOLD_LIMIT) -> int:
         1
         >>> print(g)   # c0 = const 2.0 ; %1 = const 7.389056 ; %2 = mul(%x, %1)
 
-    Hint: walk in order: a node folded early makes its users foldable in the same walk.
+    Hints: book chapter 6, "The exercises".
     """
     raise NotImplementedError("Exercise 6.4: constant_fold")

@@ -87,19 +87,19 @@ class PassStat:
 def run_to_fixed_point(graph: Graph, passes: list, max_rounds: int, after_pass: Callable) -> int:
     """Run ``passes`` (a list of ``(name, fn)``) in order, round after round; return the rounds run.
 
-    In each round call every pass in order, ``changes = fn(graph)``, then
-    ``after_pass(name, round_index, changes, seconds)`` (``round_index`` counts
-    from 0; ``seconds`` is the pass's own time, ``time.perf_counter()``). Stop
-    after the first round in which *no* pass changed anything (a fixed point:
-    running again would do nothing), or after ``max_rounds`` rounds. Return the
-    number of rounds run.
+    A round runs every pass once, in list order, ``changes = fn(graph)``, and
+    after each pass calls ``after_pass(name, round_index, changes, seconds)``
+    (``round_index`` counts from 0; ``seconds`` is a float, that pass's own run
+    time, from ``time.perf_counter()``, not the time since the round began).
+    Stop after the first round in which *no* pass changed anything (a fixed
+    point: running again would do nothing), or after ``max_rounds`` rounds.
+    Return the number of rounds run.
 
     Example:
         >>> run_to_fixed_point(g, [("dce", dead_code_elimination)], 5, lambda *a: None)
         2    # round 0 removed something, round 1 found nothing to do
 
-    Hint: a later pass can make work for an earlier one (folding makes dead
-    constants for DCE), so one round's total decides, not the last pass's count.
+    Hints: book chapter 6, "The exercises".
     """
     raise NotImplementedError("Exercise 6.8: run_to_fixed_point")
 

@@ -52,16 +52,18 @@ def pattern(name: str, *ops: str, table: list | None = None):
 def apply_patterns(graph: Graph, patterns: list[Pattern], max_sweeps: int = 10) -> dict:
     """Apply ``patterns`` to ``graph`` until none matches; return ``{pattern name: count}``.
 
-    One sweep walks ``graph.nodes`` in order (skip nodes that no longer have
-    users and are not outputs: they are dead). For each node try the patterns
-    whose ``op`` is the node's op, in table order, and stop at the first that
-    returns something:
+    One sweep offers each live node of ``graph.nodes`` (one with users, or an
+    output), in graph order, to the patterns whose ``op`` is the node's op, in
+    table order; the first that returns something wins and the rest are not
+    tried for that node:
 
     * ``r is node``: the rewrite changed the node in place; count it;
-    * another node: ``replace_all_uses(node, r)`` and count it.
+    * another node ``r``: every use of the node becomes a use of ``r``
+      (``replace_all_uses``); count it.
 
-    Repeat sweeps while a sweep changed something, at most ``max_sweeps`` times.
-    Only patterns that matched appear in the result.
+    Dead nodes are never offered. Sweep again while a sweep changed something,
+    at most ``max_sweeps`` sweeps in all. Only patterns that matched appear in
+    the result.
 
     Example:
         >>> print(g)   # %1 = neg(%x) ; %2 = neg(%1) ; %3 = mul(%2, c1) ; return (%3)
@@ -70,8 +72,7 @@ def apply_patterns(graph: Graph, patterns: list[Pattern], max_sweeps: int = 10) 
         >>> g.outputs
         [%x]
 
-    Hint: index the patterns by op in a dict of lists once, so each node costs
-    a dict lookup, not a scan of the whole table.
+    Hints: book chapter 6, "The exercises".
     """
     raise NotImplementedError("Exercise 6.5: apply_patterns")
 
@@ -97,17 +98,19 @@ def identity_operand(node: Node) -> Node | None:
     """``x * 1``, ``1 * x``, ``x / 1``, ``x - 0``, ``x + (-0.0)``, ``(-0.0) + x`` -> ``x``.
 
     Return the operand ``x`` when the *other* operand is a constant made only of
-    the identity value (``is_all(c, 1.0)``; for add the constant must be
-    ``-0.0``: ``-0.0 + 0.0`` is ``+0.0``, so ``x + 0.0`` is not ``x`` when
-    ``x`` is ``-0.0``; for integer ``x`` plain ``0`` is fine, ints have no
-    signed zero) AND ``x.spec == node.spec`` (the constant must not broadcast
-    ``x`` to a bigger shape or promote its dtype). Otherwise return None.
+    the identity value (``is_all``): ``1.0`` for mul and div, ``0`` for sub, and
+    ``-0.0`` for add on floats (``-0.0 + 0.0`` is ``+0.0``, so ``x + 0.0`` is not
+    ``x`` when ``x`` is ``-0.0``; for integer ``x`` plain ``0`` is fine, ints
+    have no signed zero). mul and add match on either side, sub and div only
+    on the right (``0 - x`` is ``-x``). Also required: ``x.spec == node.spec``
+    (the constant must not broadcast ``x`` to a bigger shape or promote its
+    dtype). Otherwise return None. The graph is not changed.
 
     Example:
         >>> identity_operand(node)   # %2 = mul(%x, c1), c1 = const 1.0, same spec
         %x
 
-    Hint: ``sub`` and ``div`` only have a right identity (``0 - x`` is ``-x``).
+    Hints: book chapter 6, "The exercises".
     """
     raise NotImplementedError("Exercise 6.6: identity_operand")
 
@@ -117,19 +120,21 @@ def identity_operand(node: Node) -> Node | None:
 def compose_views(node: Node) -> Node | None:
     """Collapse two stacked views of the same kind into one.
 
-    * ``reshape(reshape(x, s1), s2)``: the inner reshape is useless; point the
-      node at ``x`` (``set_input(node, 0, x)``) and return ``node``; if
-      ``x.spec == node.spec`` return ``x`` instead (the pair does nothing).
-    * ``permute(permute(x, p), q)``: output axis ``i`` is input axis
-      ``p[q[i]]``; if that composition is the identity return ``x``, else set
-      ``node.attrs["order"]`` to it, point the node at ``x``, return ``node``.
-    * anything else: None.
+    * ``reshape(reshape(x, s1), s2)``: if ``x.spec == node.spec`` the pair does
+      nothing: return ``x``. Otherwise the node, changed in place to read ``x``
+      directly (its users lists kept consistent: ``set_input``), is returned.
+    * ``permute(permute(x, p), q)``: the pair is one permutation of ``x``. If it
+      is the identity, return ``x``; otherwise change the node in place into
+      that single permute of ``x`` (``node.attrs["order"]`` and its input) and
+      return ``node``.
+    * anything else (the inner node is not the same op, e.g. a permute of a
+      reshape): None, graph unchanged.
 
     Example:
         >>> compose_views(t2)    # %1 = permute(%x, (1, 0)) ; %2 = permute(%1, (1, 0))
         %x
 
-    Hint: only rewrite when the inner node has the same op as ``node``.
+    Hints: book chapter 6, "The exercises".
     """
     raise NotImplementedError("Exercise 6.7: compose_views")
 

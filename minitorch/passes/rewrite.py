@@ -92,8 +92,7 @@ def replace_all_uses(old: Node, new: Node) -> int:
         2
         >>> print(g)                # %2 = add(%x, %x)
 
-    Hint: loop over ``old.users`` (a user appears once per slot, so skip users
-    you already rewrote), then over ``old.graph.outputs``.
+    Hints: book chapter 6, "The exercises".
     """
     raise NotImplementedError("Exercise 6.1: replace_all_uses")
 
