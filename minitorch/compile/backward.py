@@ -25,15 +25,16 @@ from ..tracing.graph import Node
 def backward_order(loss: Node, needs_grad: set) -> list[Node]:
     """The nodes the backward visits: those ``loss`` depends on through ``needs_grad``.
 
-    Start at ``loss`` and follow ``node.inputs``, but only through nodes in
-    ``needs_grad`` (the nodes whose value requires grad: parameters, inputs
-    with ``requires_grad`` and everything computed from them with grad on).
-    Visit each node once even when it is used several times (``x * x``).
-    Return them loss first, every node before all of its inputs (a reversed
-    post-order DFS, as in exercise 2.7, but over graph nodes). If ``loss``
-    itself is not in ``needs_grad`` return ``[]``.
+    The result holds every node reached from ``loss`` along ``node.inputs`` without
+    passing through a node outside ``needs_grad`` (the nodes whose value requires
+    grad: parameters, inputs with ``requires_grad`` and everything computed from
+    them with grad on). Each appears once, even when used several times (``x * x``),
+    loss first and every node before all of its inputs (a reverse topological
+    order, as in exercise 2.7 but over graph nodes). If ``loss`` itself is not in
+    ``needs_grad`` return ``[]``.
 
-    Use an explicit stack: a long training step has thousands of nodes.
+    Must work on graphs thousands of nodes deep (a long training step), deeper
+    than Python's recursion limit.
 
     Example:
         >>> # %x = input (requires grad) ; %1 = mul(%x, %x) ; %2 = sum(%1)
@@ -49,16 +50,14 @@ def backward_graph(
 ) -> dict[Node, Tensor]:
     """The gradient of ``order[0]`` (seeded with ``seed``) w.r.t. every node in ``order``.
 
-    Walk ``order`` (from :func:`backward_order`). Graph inputs (``n.op ==
-    "input"``: parameters, arguments) are leaves: they only receive. For any
-    other node ``n`` that has a gradient ``g``, call its op's rule from the registry::
-
-        get_op(n.op).vjp(g, value_of(n), *(value_of(i) for i in n.inputs), **n.attrs)
-
-    It returns one gradient (or ``None``) per input. ``value_of`` gives the
-    traced tensor of a node, so the rule's Tensor ops record new nodes. Skip
-    inputs not in ``needs_grad`` and ``None`` gradients; when an input is
-    reached again (a value used twice) *add* to its gradient (``a + b``, also
+    ``order`` comes from :func:`backward_order`. Graph inputs (``n.op == "input"``:
+    parameters, arguments) are leaves: they only receive. Every other node passes
+    its gradient ``g`` to its inputs through its op's rule in the registry,
+    ``get_op(n.op).vjp(g, out, *ins, **n.attrs)``, with ``out`` and ``ins`` the
+    traced tensors ``value_of`` gives for ``n`` and its inputs (so the rule's Tensor
+    ops record new nodes); it returns one gradient (or ``None``) per input. Inputs
+    not in ``needs_grad`` get no gradient, a ``None`` adds nothing, and an input
+    reached several times (a value used twice) gets the sum (``a + b``, also
     recorded). Return ``{node: gradient}`` for every node that got one
     (``order[0]`` included).
 

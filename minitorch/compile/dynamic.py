@@ -121,8 +121,6 @@ def symbolic_guard_failures(guard: list[InputGuard], specs: list[Spec]) -> list[
         []
         >>> symbolic_guard_failures(g, [Spec((7, 4), f32), Spec((6,), f32)])
         ['x.shape[1] changed from 3 to 4', 'y.shape[0] is 6 but x.shape[0] is 7; both are s0']
-
-    Hint: a dict ``symbol -> (where, size)``.
     """
     raise NotImplementedError("Exercise 9.7: symbolic_guard_failures")
 
@@ -133,12 +131,12 @@ def respecialize(graph: Graph, specs: list[Spec]) -> Graph:
 
     * ``len(specs)`` must equal ``len(graph.inputs)``, else raise
       ``OpError("respecialize", problem)`` naming both counts;
-    * copy the graph with ``clone_graph`` (``minitorch.passes.rewrite``): never
-      change ``graph`` itself, it is the cached trace every size starts from;
-    * give each input node of the copy its spec; then, in node order, each node that
-      is neither ``input`` nor ``const`` gets
-      ``get_op(node.op).infer(*[i.spec for i in node.inputs], **node.attrs)``
-      (an ``OpError`` from ``infer`` propagates: this size does not fit the program);
+    * the result is a copy whose nodes (outputs included) are its own; ``graph``
+      itself never changes: it is the cached trace every size starts from;
+    * input ``k`` of the copy has ``specs[k]``; a ``const`` keeps its spec; every
+      other node has the spec its op's ``infer`` gives for its inputs' new specs
+      and its attrs (an ``OpError`` from ``infer`` propagates: this size does not
+      fit the program);
     * a node whose op is not in the registry (``cond``, ``fused``: they hold
       subgraphs) raises ``OpError("respecialize", problem naming the node)``.
 

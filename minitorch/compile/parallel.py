@@ -43,8 +43,6 @@ def step_levels(deps: list[list[int]]) -> list[list[int]]:
     Example:
         >>> step_levels([[], [], [0], [1], [2, 3]])   # two branches joined at the end
         [[0, 1], [2, 3], [4]]
-
-    Hint: one pass in order, since deps always point backwards.
     """
     raise NotImplementedError("Exercise 9.9: step_levels")
 
@@ -53,25 +51,23 @@ def step_levels(deps: list[list[int]]) -> list[list[int]]:
 def run_parallel(plan: Plan, inputs: list, pool) -> list:
     """Run ``plan`` as :func:`~minitorch.passes.plan.run_plan` does, steps on ``pool`` when ready.
 
-    Fill the slots as ``run_plan`` does (inputs, then constants' ``tensor._data``).
-    With ``deps = producers(plan)``, a step is *ready* when every step it depends on
-    has finished. Submit every ready step, in increasing index order, with
-    ``pool.submit(step.kernel, *args, out=step.spec, **step.attrs)`` (its
-    arguments read from the slots at submit time); wait for any to finish
-    (``concurrent.futures.wait(..., return_when=FIRST_COMPLETED)``), store each
-    finished step's result in its slot (several finished: lowest index first),
-    then submit the steps that became ready. Return ``[slots[s] for s in plan.outputs]``.
-    A kernel's exception propagates.
+    Return what ``run_plan(plan, inputs)`` returns (the output slots' values). Every
+    step runs exactly once, as ``pool.submit(step.kernel, *args, out=step.spec,
+    **step.attrs)`` with its argument slots' values. A step is *ready* when every
+    step it depends on (``producers(plan)``) has finished, and:
 
-    Never submit a step before all its producers finished (a ready queue, not
-    levels: a slow step holds back only the steps that need it).
+    * no step is submitted before it is ready;
+    * a step is submitted as soon as it is ready (steps that become ready together
+      in increasing index order), so independent steps run at the same time;
+    * a slow step holds back only the steps that need it (a ready queue, not a
+      barrier between levels).
+
+    A kernel's exception propagates.
 
     Example:
         >>> with ThreadPoolExecutor(2) as pool:
         ...     run_parallel(p, [x._data], pool)[0].to_numpy()   # same as run_plan
         array([2., 4.], dtype=float32)
-
-    Hint: count, per step, how many producers are still running.
     """
     raise NotImplementedError("Exercise 9.10: run_parallel")
 

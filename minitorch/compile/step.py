@@ -52,9 +52,8 @@ def step_outputs(
     * ``writes`` has one ``(target, index)`` per target: only its **last**
       update counts (``backward`` twice, ``step`` twice); ``index`` is the
       position of that node in ``outputs``, or ``None`` for a None update.
-      Two targets are the same when ``kind``, ``id(obj)`` and ``key`` agree
-      (tensors compare elementwise, so do not use ``==`` on them); keep the
-      targets in the order they were first written.
+      Two targets are the same when ``kind`` and ``key`` are equal and ``obj`` is
+      the same object; the targets keep the order they were first written in.
 
     Example:
         >>> outs, writes = step_outputs([loss], [(("grad", w, None), g1),
@@ -62,9 +61,6 @@ def step_outputs(
         ...                                      (("data", w, None), w2)])
         >>> outs == [loss, g2, w2], [i for _, i in writes]
         (True, [1, 2])
-
-    Hint: a dict keyed by ``(kind, id(obj), key)`` keeps each target's last update
-    and (dicts keep insertion order) the order targets were first written.
     """
     raise NotImplementedError("Exercise 9.3: step_outputs")
 

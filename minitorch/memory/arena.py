@@ -151,8 +151,6 @@ def bind_views(arena: np.ndarray, buffers: list) -> dict:
         >>> v = bind_views(np.zeros(128, np.uint8), [Buffer(3, 8, float32, 0, 1, [3], offset=64)])
         >>> v[3].dtype, v[3].shape, np.shares_memory(v[3], arena)
         (dtype('float32'), (2,), True)
-
-    Hint: slice bytes first, then ``.view(dtype)``.
     """
     raise NotImplementedError("Exercise 8.8: bind_views")
 

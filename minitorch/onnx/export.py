@@ -51,8 +51,6 @@ def dynamic_dims(graph_a: Graph, graph_b: Graph) -> dict[str, tuple[int, ...]]:
         >>> a = jit(f).trace(ones(4, 3)); b = jit(f).trace(ones(5, 3))
         >>> dynamic_dims(a, b)    # f(x) = (x @ w).relu()
         {'x': (0,), '1': (0,), '2': (0,)}
-
-    Hint: ``zip(graph_a.nodes, graph_b.nodes)``; the node names match.
     """
     raise NotImplementedError("Exercise 10.5: dynamic_dims")
 
@@ -61,23 +59,21 @@ def dynamic_dims(graph_a: Graph, graph_b: Graph) -> dict[str, tuple[int, ...]]:
 def graph_to_onnx(graph: Graph, dynamic: dict, opset: int = OPSET) -> onnx.ModelProto:
     """Write ``graph`` as an ONNX model; ``dynamic[node.name]`` is ``{dim: symbol}``.
 
-    With ``ctx = OnnxContext(dynamic)`` and ``names: dict[Node, str]``:
+    The model (``producer_name="minitorch"``, the default domain at ``opset``) holds
+    one graph named ``graph.name``, written through one ``OnnxContext(dynamic)``
+    (``minitorch.onnx.context``: it types values with their symbolic dims):
 
-    * graph input ``k`` is the ONNX input ``f"input{k}"`` (type from
-      ``ctx.value_info(name, node)``);
-    * a ``const`` node becomes an initializer: ``ctx.const(node.value.numpy(), f"const_{node.name}")``;
-    * any other node: ``emit = get_op(node.op).onnx`` (for ops in ``OPS``), then
-      ``names[node] = emit(ctx, node, [names[i] for i in node.inputs])``.
-      An op that is not in ``OPS`` (``cond``) or has no emitter raises
-      ``OpError("onnx.export", problem, hint)`` naming the op, with a hint that
-      says how to add one (``minitorch.onnx.register_onnx(op_name)``, the
-      custom-op route);
-    * output ``k`` is ``ctx.node("Identity", [names[o]], output=f"output{k}")``
-      with ``ctx.value_info`` for its type.
-
-    Finish with ``onnx.helper.make_graph(ctx.nodes, graph.name, inputs, outputs,
-    ctx.initializers)`` and ``onnx.helper.make_model(g, opset_imports=[
-    onnx.helper.make_opsetid("", opset)], producer_name="minitorch")``.
+    * graph input ``k`` is the ONNX input ``f"input{k}"``, typed by
+      ``ctx.value_info(name, node)``;
+    * a ``const`` node is an initializer named ``f"const_{node.name}"`` holding its
+      value;
+    * any other node is what its op's emitter writes, ``get_op(node.op).onnx(ctx,
+      node, input_names) -> output_name``. An op that is not in ``OPS`` (``cond``)
+      or has no emitter raises ``OpError("onnx.export", problem, hint)`` naming the
+      op, with a hint that says how to add one
+      (``minitorch.onnx.register_onnx(op_name)``, the custom-op route);
+    * output ``k`` is an ``Identity`` node whose output is ``f"output{k}"``, typed
+      by ``ctx.value_info``.
 
     Example:
         >>> m = graph_to_onnx(jit(lambda x: x.relu()).trace(ones(2)), {})

@@ -36,9 +36,6 @@ def chrome_trace(events: list[Event], counters: list[tuple[int, int]], threads: 
         >>> chrome_trace([Event("add", "op", 0, 1000, 3500, ((2,), (2,)), "numpy")], [], {0: "main"})
         {'traceEvents': [{'ph': 'M', ...}, {'name': 'add', 'cat': 'op', 'ph': 'X', 'pid': 1,
          'tid': 0, 'ts': 1.0, 'dur': 2.5, 'args': {'shapes': [[2], [2]], ...}}], 'displayTimeUnit': 'ms'}
-
-    Hint: JSON has no tuples; ``json.dumps`` would turn them into lists anyway,
-    but the test compares the dict, so write lists.
     """
     raise NotImplementedError("Exercise 10.4: chrome_trace")
 

@@ -166,24 +166,27 @@ def backend_name(device: str) -> str:
 def profiled_apply(prof: Profile, op, inputs: tuple, attrs: dict):
     """Run one eager op call and record it in ``prof``; return the op's result.
 
-    The dispatch hook calls this for every op while a profile is active:
+    The dispatch hook calls this for every op while a profile is active. The result
+    is what ``registry._eager_apply(op, inputs, attrs)`` returns. The call is one
+    event, ``ev = prof.add_event(op.name, "op", t0, t1, shapes=..., backend=...)``:
 
-    * ``t0 = prof.clock()``, run ``registry._eager_apply(op, inputs, attrs)``,
-      ``t1 = prof.clock()`` (time only the call, nothing else);
-    * ``ev = prof.add_event(op.name, "op", t0, t1, shapes=..., backend=...)`` with
-      the input shapes as a tuple of tuples and ``backend_name(out.device)``;
-    * ``prof.track(ev, out, inputs)`` counts the bytes the output allocated.
+    * ``t0`` and ``t1`` are ``prof.clock()`` just before and just after the call
+      (the call is timed, nothing else);
+    * ``shapes`` is the input shapes as a tuple of tuples, ``backend`` is
+      ``backend_name(out.device)``;
+    * ``prof.track(ev, out, inputs)`` gives it the bytes the output allocated.
 
-    If the op raises, record nothing and let the error through.
+    Op calls nested in this one (a backward rule calling dispatch) record their own
+    events. If the op raises, record nothing and let the error through.
+
+    Graded: profiling stays cheap; for full credit, ops profiled take at most 2x the
+    time of the same ops with the profiler off.
 
     Example:
         >>> with profile() as prof:
         ...     y = minitorch.ones(2, 3) + 1.0
         >>> prof.events[-1].name, prof.events[-1].shapes
         ('add', ((2, 3), ()))
-
-    Hint: nested ops (a backward rule calling dispatch) record themselves too;
-    do not guard against that.
     """
     raise NotImplementedError("Exercise 10.1: profiled_apply")
 

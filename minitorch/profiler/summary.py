@@ -43,9 +43,6 @@ def self_times(events: list[Event]) -> list[int]:
 
         A: 0..100,  B: 10..40 (inside A),  C: 20..30 (inside B)
         self_times([A, B, C]) == [70, 20, 10]
-
-    Hint: per thread, sort by ``(start, -end)`` so a parent comes before the
-    children that start with it, and keep a stack of open events.
     """
     raise NotImplementedError("Exercise 10.2: self_times")
 
@@ -63,8 +60,6 @@ def summarize(events: list[Event]) -> list[Row]:
         >>> rows = summarize(prof.events)
         >>> rows[0].name, rows[0].calls
         ('matmul', 3)
-
-    Hint: call ``self_times(events)`` once, not once per event.
     """
     raise NotImplementedError("Exercise 10.3: summarize")
 
