@@ -14,10 +14,13 @@ import pytest
 
 import minitorch
 from autograder.harness import assert_close, check, graded, text
-from minitorch import OpError
+from minitorch import OpError, Spec
 from minitorch.fast.cnn import DigitsCNN
 from minitorch.nn.train import mlp
 from minitorch.onnx import dynamic_dims, export, graph_to_onnx, trace_for_export
+from minitorch.tracing import Graph
+
+F32 = np.dtype("float32")
 
 
 def _run(model: onnx.ModelProto, *xs):
@@ -162,6 +165,54 @@ def test_dynamic_dims_refuses_shape_dependent_programs():
     )
 
 
+def _chain(batch, steps):
+    """A hand-built graph: input ``x`` of shape (batch, 2), then ``(name, op, shape)`` steps,
+    each reading the one before."""
+    g = Graph("g")
+    prev = g.add_input(Spec((batch, 2), F32), "x")
+    for name, op, shape in steps:
+        prev = g.add_node(op, [prev], {}, Spec(shape, F32), where="")
+        prev.name = name
+    g.set_outputs([prev])
+    return g
+
+
+@graded("10.5", points=1)
+def test_dynamic_dims_names_the_first_node_that_differs():
+    # the op of h_first differs (exp, then tanh), and so does the op of h_second after it
+    a = _chain(
+        4, [("h_relu", "relu", (4, 2)), ("h_first", "exp", (4, 2)), ("h_second", "neg", (4, 2))]
+    )
+    b = _chain(
+        5, [("h_relu", "relu", (5, 2)), ("h_first", "tanh", (5, 2)), ("h_second", "abs", (5, 2))]
+    )
+    with pytest.raises(OpError, match="onnx.export") as e:
+        dynamic_dims(a, b)
+    named = "h_first" in str(e.value)
+    check(
+        named and bool(e.value.hint),
+        "10.5",
+        "an op that differs: name the first node that differs (h_first), with a hint",
+        value=text([e.value.op, named]),
+        err=str(e.value),
+    )
+    # the same ops, but the rank of h_kept differs (keepdims chosen from the batch size)
+    a = _chain(
+        4, [("h_relu", "relu", (4, 2)), ("h_kept", "sum", (4, 1)), ("h_last", "neg", (4, 1))]
+    )
+    b = _chain(5, [("h_relu", "relu", (5, 2)), ("h_kept", "sum", (5,)), ("h_last", "neg", (5,))])
+    with pytest.raises(OpError, match="onnx.export") as e:
+        dynamic_dims(a, b)
+    named = "h_kept" in str(e.value)
+    check(
+        named and bool(e.value.hint),
+        "10.5",
+        "a rank that differs: name the first node that differs (h_kept), with a hint",
+        value=text([e.value.op, named]),
+        err=str(e.value),
+    )
+
+
 def _matches_at_several_batch_sizes(model, shape):
     proto = export(model, minitorch.randn(4, *shape), dynamic_axes={"input0": {0: "batch"}})
     onnx.checker.check_model(proto, full_check=True)
@@ -287,6 +338,23 @@ def test_an_op_without_mapping_names_it_and_the_custom_op_route():
               value=text([e.op, "cond" in str(e)]), err=e)  # fmt: skip
     else:
         check(False, "10.6", 'a cond node must raise OpError("onnx.export", ...)')
+
+
+@graded("10.6", points=1)
+def test_a_cond_node_is_refused_with_a_hint():
+    graph = minitorch.jit(
+        lambda x: minitorch.cond(x.sum() > 0, lambda x: x.exp(), lambda x: -x, x)
+    ).trace(minitorch.randn(3))
+    with pytest.raises(OpError, match="onnx.export") as e:
+        graph_to_onnx(graph, {})
+    named, hinted = "cond" in e.value.problem, bool(e.value.hint)
+    check(
+        named and hinted,
+        "10.6",
+        'an op not in the registry (cond): OpError("onnx.export", problem naming it, hint)',
+        value=text([e.value.op, named, hinted]),
+        err=str(e.value),
+    )
 
 
 _softplus: list = []

@@ -364,6 +364,38 @@ def test_build_fused_node_refuses_bad_groups():
     )
 
 
+@graded("7.5", points=1)
+def test_build_fused_node_refuses_a_member_read_outside():
+    # %e = exp(%x) feeds the group's root and a user outside it: not an output, no cycle
+    g, (x,) = graph((3,))
+    e = node(g, "exp", x)
+    n = node(g, "neg", e)
+    t = node(g, "tanh", e)
+    g.set_outputs([n, t])
+    group = Group(n)
+    group.add(e)
+    before = str(g)
+    try:
+        build_fused_node(g, group, "bad")
+        raised, op = "", None
+    except minitorch.OpError as err:
+        raised, op = str(err), err.op
+    check(
+        "outside" in raised and op == "fuse",
+        "7.5",
+        'a member with a user outside the group is refused with OpError("fuse", ...)',
+        got=raised,
+        value=text([op, "outside" in raised]),
+    )
+    check(
+        str(g) == before,
+        "7.5",
+        "and the graph is left as it was",
+        after=str(g),
+        value=text([n.op for n in g.nodes]),
+    )
+
+
 # ---------------------------------------------------------------- the whole fuser
 
 

@@ -268,6 +268,43 @@ def test_respecialize_reinfers_every_node_on_a_copy():
           'cond nodes are refused by name, OpError("respecialize", ...)', got=msg)  # fmt: skip
 
 
+def _error(fn) -> OpError | None:
+    try:
+        fn()
+    except OpError as e:
+        return e
+    return None
+
+
+@graded("9.8", points=1)
+def test_respecialize_errors_name_their_op_counts_and_node():
+    g = _graph()  # two inputs: x (4, 3) and w (3,)
+    e = _error(lambda: respecialize(g, [Spec((7, 3), F32), Spec((3,), F32), Spec((3,), F32)]))
+    named = e is not None and "2" in e.problem and "3" in e.problem
+    check(e is not None and e.op == "respecialize" and named, "9.8",
+          'wrong number of specs: OpError("respecialize", problem naming both counts)',
+          value=text([e and e.op, named]), got=e and str(e))  # fmt: skip
+    # infer's own error goes through as it is: the op that cannot take this size names itself
+    e = _error(lambda: respecialize(g, [Spec((7, 3), F32), Spec((4,), F32)]))
+    check(e is not None and e.op == "mul", "9.8", "the OpError of mul's infer propagates",
+          value=text(e and e.op), got=e and str(e))  # fmt: skip
+    # a node whose op is not in the registry: cond and fused hold subgraphs, any other is unknown
+    for op, attrs in [
+        ("fused", {"graph": None, "kind": "elementwise", "name": "fused_0"}),
+        ("ch9_not_registered", {}),
+    ]:
+        c = Graph("c")
+        z = c.add_input(Spec((2,), F32), "z")
+        n = c.add_node(op, [z], attrs, Spec((2,), F32))
+        n.name = "held_here"
+        c.set_outputs([n])
+        e = _error(lambda c=c: respecialize(c, [Spec((3,), F32)]))
+        named = e is not None and "held_here" in e.problem
+        check(e is not None and e.op == "respecialize" and named, "9.8",
+              f'a {op} node is refused with OpError("respecialize", problem naming the node)',
+              value=text([e and e.op, named]), got=e and str(e))  # fmt: skip
+
+
 @st.composite
 def batch_programs(draw):
     """A program over inputs of shape (B, m): unary, binary (with a (m,) weight), reductions."""
