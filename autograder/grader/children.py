@@ -97,7 +97,7 @@ def base_env(official: bool, scratch: str) -> dict:
         env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(MINITORCH_MODE_FIXED="1", PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", MPLBACKEND="Agg",
-               NUMBA_CACHE_DIR=f"{scratch}/numba", MINITORCH_KERNEL_CACHE=f"{scratch}/kernels")  # fmt: skip
+               NUMBA_CACHE_DIR=f"{scratch}/numba")  # minitorch's cache follows it (core/cachedir.py)  # fmt: skip
     if official:
         env.update(HOME=scratch, TMPDIR=scratch)
     env.setdefault("NUMBA_ENABLE_CUDASIM", "1")
