@@ -3,9 +3,11 @@
 # ruff: noqa: F401  (the exercise functions are importable from minitorch.passes)
 
 from .cleanup import COMMUTATIVE, common_subexpressions, const_key, dead_code_elimination
+from .extra import simplify_more
 from .fold import FOLD_LIMIT, constant_fold
 from .manager import (
     DEFAULT_PIPELINE,
+    MORE_PIPELINE,
     PASSES,
     PassStat,
     optimize,

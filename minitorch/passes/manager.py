@@ -18,6 +18,7 @@ from ..core.errors import OpError
 from ..exercises import exercise
 from ..tracing.graph import Graph
 from .cleanup import common_subexpressions, dead_code_elimination
+from .extra import simplify_more
 from .fold import constant_fold
 from .patterns import SAFE, UNSAFE, apply_patterns
 
@@ -25,6 +26,8 @@ PASSES: dict[str, Callable[[Graph], int]] = {}
 
 # Folding and simplifying leave dead nodes behind: DCE runs last so each round ends clean.
 DEFAULT_PIPELINE = ("cse", "fold", "simplify", "dce")
+# The default pipeline and your own pass (exercise 6.11): ``jit(fn, passes=MORE_PIPELINE)``.
+MORE_PIPELINE = ("cse", "fold", "simplify", "simplify_more", "dce")
 
 
 def register_pass(name: str):
@@ -42,6 +45,7 @@ def register_pass(name: str):
 register_pass("dce")(dead_code_elimination)
 register_pass("cse")(common_subexpressions)
 register_pass("fold")(constant_fold)
+register_pass("simplify_more")(simplify_more)
 
 # The exercises each built-in pass runs (the pipeline leaves the passes out until done).
 PASSES_NEED = {
@@ -50,6 +54,7 @@ PASSES_NEED = {
     "fold": ("6.1", "6.4"),
     "simplify": ("6.1", "6.5", "6.6", "6.7"),
     "simplify_unsafe": ("6.1", "6.5", "6.6", "6.7"),
+    "simplify_more": ("6.11",),
 }
 
 

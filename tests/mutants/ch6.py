@@ -495,3 +495,132 @@ def lower_unique_outputs(graph, kernel_for):
     plan.inputs = [slot[n] for n in graph.inputs]
     plan.outputs = [slot[n] for n in dict.fromkeys(graph.outputs)]
     return plan
+
+
+# ---------------------------------------------------------------- 6.11 simplify_more
+# The reference's rules plus one careless rule each (or its count wrong).
+
+
+def _more(graph, extra=(), count=None):
+    from minitorch.passes.patterns import Pattern
+    from solutions.reference import ch6
+
+    table = [Pattern(name, op, fn) for name, op, fn in extra] + ch6._more_patterns()
+    counts = ch6.apply_patterns(graph, table)
+    return sum(counts.values()) if count is None else count(counts)
+
+
+def _float_const(node, value):
+    a = node.inputs
+    return [
+        c for c in a if is_frozen(c) and c.value.numpy().size and (c.value.numpy() == value).all()
+    ]
+
+
+def _cancel(node):
+    a, b = node.inputs
+    if a is b and node.spec.size <= 1024:
+        import numpy as np
+
+        from minitorch.core.creation import tensor
+
+        make_const(node, tensor(np.zeros(node.spec.shape, node.spec.dtype), dtype=node.spec.dtype))
+        return node
+    return None
+
+
+@mutant("6.11", "x - x -> 0 for floats too (inf - inf and NaN - NaN are NaN)")
+def simplify_more(graph):
+    return _more(graph, [("cancel", "sub", _cancel)])
+
+
+def _times_zero(node):
+    if _float_const(node, 0) and node.spec.size <= 1024:
+        import numpy as np
+
+        from minitorch.core.creation import tensor
+
+        make_const(node, tensor(np.zeros(node.spec.shape, node.spec.dtype), dtype=node.spec.dtype))
+        return node
+    return None
+
+
+@mutant("6.11", "x * 0 -> 0 (inf * 0 and NaN * 0 are NaN, -x * 0 is -0.0)")
+def simplify_more_times_zero(graph):
+    return _more(graph, [("times_zero", "mul", _times_zero)])
+
+
+def _any_round_trip(node):
+    inner = node.inputs[0]
+    if inner.op == "cast" and inner.inputs[0].spec == node.spec:
+        return inner.inputs[0]
+    return None
+
+
+@mutant("6.11", "drops every cast there and back, also through a narrower dtype")
+def simplify_more_lossy_casts(graph):
+    return _more(graph, [("round_trip", "cast", _any_round_trip)])
+
+
+def _neg_sub(node):
+    inner = node.inputs[0]
+    if inner.op == "sub":
+        a, b = inner.inputs
+        from minitorch.core.registry import get_op
+
+        d = get_op("sub")
+        return node.graph.add_node("sub", [b, a], {}, d.infer(b.spec, a.spec), where="")
+    return None
+
+
+@mutant("6.11", "-(x - y) -> y - x (x == y gives -0.0 on the left, +0.0 on the right)")
+def simplify_more_neg_sub(graph):
+    return _more(graph, [("neg_sub", "neg", _neg_sub)])
+
+
+def _float_sum_one(node):
+    x = node.inputs[0]
+    one = all(x.spec.shape[a] == 1 for a in node.attrs["axis"])
+    return x if one and node.attrs["keepdims"] and x.spec == node.spec else None
+
+
+@mutant("6.11", "a sum over a size-1 axis is its input, for floats too (-0.0 + 0 is +0.0)")
+def simplify_more_float_sum(graph):
+    return _more(graph, [("sum_one", "sum", _float_sum_one)])
+
+
+def _where_any(node):
+    c, a, b = node.inputs
+    return a if a is b else None
+
+
+@mutant("6.11", "where(c, x, x) -> x even when c broadcasts x to a bigger shape")
+def simplify_more_where_broadcast(graph):
+    return _more(graph, [("where_same", "where", _where_any)])
+
+
+def _view_same_spec(node):
+    x = node.inputs[0]
+    return x if x.spec == node.spec else None
+
+
+@mutant("6.11", "a view to the same spec is its input (a square transpose, x[::-1] are not)")
+def simplify_more_same_spec_view(graph):
+    return _more(
+        graph, [("view", "permute", _view_same_spec), ("view", "getitem", _view_same_spec)]
+    )
+
+
+@mutant("6.11", "returns 0 whatever it rewrote")
+def simplify_more_count_zero(graph):
+    return _more(graph, count=lambda counts: 0)
+
+
+@mutant("6.11", "returns the number of rule kinds that matched, not of rewrites")
+def simplify_more_count_kinds(graph):
+    return _more(graph, count=lambda counts: len(counts))
+
+
+@mutant("6.11", "does nothing (correct, and earns nothing)")
+def simplify_more_nothing(graph):
+    return 0
