@@ -78,7 +78,7 @@ def _life(b, offset) -> str:
 def _problem(buffers, got, alignment=A) -> str:
     """What is wrong with ``got`` as a placement of ``buffers``; "" when it is valid."""
     if not isinstance(got, dict):
-        return f"returned a {type(got).__name__}, not a dict {{slot: offset}}"
+        return f"returned a value of type {type(got).__name__}, not a dict {{slot: offset}}"
     slots = {b.slot for b in buffers}
     missing = [b.slot for b in buffers if b.slot not in got]
     if missing:
