@@ -61,12 +61,16 @@ def real() -> dict:
     return out
 
 
-def _random(seed, n, steps, units, longest) -> list:
+def _random(seed, n, steps, units, longest, ragged=False) -> list:
+    """``n`` lives in ``[0, steps + longest)``; sizes in units of 64 bytes, less up to 63 bytes
+    when ``ragged`` (sizes that alignment rounds up)."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
         a = int(rng.integers(0, steps))
-        out.append((a, a + int(rng.integers(0, longest)), int(rng.choice(units)) * U))
+        b = a + int(rng.integers(0, longest))
+        size = int(rng.choice(units)) * U - (int(rng.integers(0, U)) if ragged else 0)
+        out.append((a, b, size))
     return out
 
 
@@ -88,7 +92,7 @@ def synthetic() -> dict:
     out["interleaved B"] = _random(14, 40, 20, [3, 4, 5, 6], 5)
     out["interleaved C"] = _random(26, 20, 12, [3, 4, 5], 4)
     out["interleaved D"] = _random(26, 30, 15, [1, 2, 3, 4], 4)
-    out["mixed sizes"] = _random(0, 60, 30, [2, 3, 4, 5, 7], 6)
+    out["ragged sizes"] = _random(0, 60, 30, [2, 3, 4, 5, 7], 6, ragged=True)
     # the book's two examples: greedy by size meets the bound, then needs 10 units of 7
     textbook = [(0, 2, 17), (3, 5, 15), (5, 5, 24), (5, 8, 35), (1, 3, 34), (4, 4, 60), (1, 4, 49)]
     out["textbook"] = [(a, b, n * U) for a, b, n in textbook]

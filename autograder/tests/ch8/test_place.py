@@ -7,7 +7,7 @@ sets). In a learner's process every exercise function is the learner's, so this 
 computes lives, bounds, overlaps and greedy-by-size itself and calls only ``place_buffers``.
 
 Measured on the suite (mean over its 14 sets of arena / lower bound): the reference 1.008,
-greedy by size 1.082, first fit 1.105, no reuse 3.38.
+greedy by size 1.082, first fit 1.099, no reuse 3.34.
 """
 
 from __future__ import annotations
@@ -126,13 +126,14 @@ def _place(name, buffers, alignment=A):
     return _arena(buffers, got, alignment)
 
 
-def _suite_ratios() -> dict:
+def _suite_ratios(alignment=A) -> dict:
     """Each suite member's arena over its lower bound, and greedy by size's."""
     out = {}
     for name, lives in SUITE.items():
         buffers = _buffers(lives)
-        bound = _bound(buffers)
-        out[name] = (_place(name, buffers) / bound, _greedy(buffers) / bound)
+        bound = _bound(buffers, alignment)
+        arena = _place(name, buffers, alignment)
+        out[name] = (arena / bound, _greedy(buffers, alignment) / bound)
     return out
 
 
@@ -192,26 +193,27 @@ def test_place_within_25_percent_of_the_bound():
 
 
 @graded("8.9", points=1)
-def test_place_within_10_percent_of_the_bound():
+def test_place_within_15_percent_of_the_bound():
     ratios = _suite_ratios()
     check(
-        _mean(ratios) <= 1.10,
+        _mean(ratios) <= 1.15,
         "8.9",
-        f"mean arena / lower bound {_mean(ratios):.3f} over the suite; 1.10 earns these points",
+        f"mean arena / lower bound {_mean(ratios):.3f} over the suite; 1.15 earns these points",
         ratios=_table(ratios),
     )
 
 
 @graded("8.9", points=1)
 def test_place_never_worse_than_greedy_by_size():
-    ratios = _suite_ratios()
-    worse = [n for n, (r, g) in ratios.items() if r > g]
-    check(
-        not worse,
-        "8.9",
-        f"a larger arena than greedy by size on: {', '.join(worse)}",
-        ratios=_table(ratios),
-    )
+    for alignment in (64, 16):  # sizes that are not multiples of 64 round up less at 16
+        ratios = _suite_ratios(alignment)
+        worse = [n for n, (r, g) in ratios.items() if r > g]
+        check(
+            not worse,
+            "8.9",
+            f"alignment {alignment}: a larger arena than greedy by size on: {', '.join(worse)}",
+            ratios=_table(ratios),
+        )
 
 
 @graded("8.9", points=2)
