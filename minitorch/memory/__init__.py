@@ -16,6 +16,7 @@ from .planner import (
     liveness,
     lower_bound,
     no_reuse,
+    place_buffers,
     step_nbytes,
 )
 from .report import install, timeline_png
@@ -40,6 +41,7 @@ __all__ = [
     "new_arena",
     "measure_peaks",
     "no_reuse",
+    "place_buffers",
     "Peaks",
     "traced_peak",
     "plan_memory",

@@ -1,4 +1,4 @@
-"""Memory planning over a chapter-6 :class:`~minitorch.passes.plan.Plan` (exercises 8.1-8.7).
+"""Memory planning over a chapter-6 :class:`~minitorch.passes.plan.Plan` (exercises 8.1-8.7 and 8.9).
 
 Eager execution allocates every intermediate when its op runs and frees it when
 Python drops the last reference. A plan knows, before it runs, the step that
@@ -158,6 +158,28 @@ def first_fit(buffers: list, alignment: int = ALIGNMENT) -> int:
     (greedy-by-size places the two 128B buffers first and needs 192).
     """
     raise NotImplementedError("Exercise 8.5: first_fit")
+
+
+@exercise("8.9")
+def place_buffers(buffers: list, alignment: int = ALIGNMENT) -> dict:
+    """Your own placement heuristic: an offset for every buffer, ``{slot: offset}``.
+
+    The open problem of the chapter: any strategy is allowed. A valid answer
+    has a key for every buffer of ``buffers`` (empty ones included), each offset
+    a non-negative multiple of ``alignment``; two buffers whose lives overlap
+    (``a.start <= b.end and b.start <= a.end``) have disjoint bytes
+    ``[offset, offset + nbytes)``; ``buffers`` is left as it came (set no
+    ``offset``, reorder nothing); the same input gives the same answer.
+
+    Graded on outcome: the arena, the largest ``offset + align(nbytes)``, over
+    the lower bound (8.2) on a fixed suite of buffer sets (training steps of the
+    course's models, and synthetic sets); the closer to 1, the more points. Beating
+    :func:`greedy_by_size` is possible, and the bound is not always reachable.
+
+    Example: lives [2,3] 192B, [0,0] 256B, [3,5] 256B, [0,2] 192B -> for instance
+    ``{1: 0, 2: 0, 3: 192, 4: 256}``, an arena of 448 bytes (the bound; greedy-by-size: 640).
+    """
+    raise NotImplementedError("Exercise 8.9: place_buffers")
 
 
 def no_reuse(buffers: list, alignment: int = ALIGNMENT) -> int:

@@ -91,6 +91,74 @@ def first_fit(buffers, alignment=ALIGNMENT):
     return _place(sorted(buffers, key=lambda b: (b.start, b.slot)), alignment)
 
 
+def _fit(order, alignment, best):
+    """Place ``order`` one by one: into the smallest gap that holds each buffer (``best``) or
+    the lowest one, among placed buffers live at the same time; ``(arena, {slot: offset})``."""
+    placed, offsets, top = [], {}, 0
+    for b in order:
+        size = align(b.nbytes, alignment)
+        busy = sorted(
+            (lo, hi) for start, end, lo, hi in placed if start <= b.end and b.start <= end
+        )
+        at, width, free = None, 0, 0
+        for lo, hi in busy:
+            if lo - free >= size and (at is None or lo - free < width):
+                at, width = free, lo - free
+                if not best:
+                    break
+            free = max(free, hi)
+        at = free if at is None else at
+        offsets[b.slot] = at
+        if size:
+            placed.append((b.start, b.end, at, at + size))
+        top = max(top, at + size)
+    return top, offsets
+
+
+def _breadth(buffers, alignment):
+    """For each buffer, the most bytes live at one step of its life (the TFLite "breadth")."""
+    delta = {}
+    for b in buffers:
+        size = align(b.nbytes, alignment)
+        delta[b.start] = delta.get(b.start, 0) + size
+        delta[b.end + 1] = delta.get(b.end + 1, 0) - size
+    steps, live, curve = sorted(delta), 0, []
+    for t in steps:
+        live += delta[t]
+        curve.append(live)
+    out = {}
+    for b in buffers:
+        i = bisect.bisect_right(steps, b.start) - 1
+        out[b.slot] = max(curve[i : bisect.bisect_right(steps, b.end)])
+    return out
+
+
+def place_buffers(buffers, alignment=ALIGNMENT):
+    if not buffers:
+        return {}
+    breadth = _breadth(buffers, alignment)
+
+    def size(b):
+        return align(b.nbytes, alignment)
+
+    orders = [  # each ends in the slot, so every order is total and the result deterministic
+        lambda b: (-size(b), b.start, b.slot),  # greedy by size
+        lambda b: (-breadth[b.slot], -size(b), b.start, b.slot),  # the busiest step's first
+        lambda b: (-size(b) * (b.end - b.start + 1), b.start, b.slot),  # by area
+        lambda b: (b.start - b.end, -size(b), b.start, b.slot),  # longest life first
+        lambda b: (b.start, -size(b), b.slot),  # execution order
+        lambda b: (-b.end, -size(b), b.slot),  # reverse execution order
+    ]
+    best = None
+    for key in orders:
+        order = sorted(buffers, key=key)
+        for fit in (False, True):
+            top, offsets = _fit(order, alignment, fit)
+            if best is None or top < best[0]:
+                best = (top, offsets)
+    return best[1]
+
+
 def inplace_source(plan, index, owner):
     st = plan.steps[index]
     if not is_elementwise(st):

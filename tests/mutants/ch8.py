@@ -246,6 +246,90 @@ def first_fit_exclusive_end(buffers, alignment=ALIGNMENT):
     return top
 
 
+# ---------------------------------------------------------------- 8.9 your own placement
+
+
+def _offsets(order, alignment, live=None, size_of=None):
+    """Lowest free offset for each buffer of ``order``: ``{slot: offset}``, buffers untouched."""
+    live = live or (lambda a, b: a[0] <= b.end and b.start <= a[1])
+    placed, out = [], {}
+    for b in order:
+        size = size_of(b) if size_of else _al(b.nbytes, alignment)
+        offset = 0
+        for lo, hi in sorted((lo, hi) for *life, lo, hi in placed if live(life, b)):
+            if offset + size <= lo:
+                break
+            offset = max(offset, hi)
+        out[b.slot] = offset
+        placed.append((b.start, b.end, offset, offset + size))
+    return out
+
+
+@mutant("8.9", "lives that touch at one step share bytes (an exclusive end)")
+def place_exclusive_end(buffers, alignment=ALIGNMENT):
+    return _offsets(
+        _by_size(buffers, alignment), alignment, lambda a, b: a[0] < b.end and b.start < a[1]
+    )
+
+
+@mutant("8.9", "raw sizes: offsets not aligned")
+def place_unaligned(buffers, alignment=ALIGNMENT):
+    return _offsets(_by_size(buffers, alignment), alignment, size_of=lambda b: b.nbytes)
+
+
+@mutant("8.9", "sets each buffer's offset, as greedy_by_size does: the input is changed")
+def place_mutates_input(buffers, alignment=ALIGNMENT):
+    out = _offsets(_by_size(buffers, alignment), alignment)
+    for b in buffers:
+        b.offset = out[b.slot]
+    return out
+
+
+@mutant("8.9", "empty buffers left out: they take no bytes, but every buffer needs an offset")
+def place_drops_empty(buffers, alignment=ALIGNMENT):
+    return _offsets(_by_size([b for b in buffers if b.nbytes], alignment), alignment)
+
+
+@mutant("8.9", "a reused offset keeps its first occupant's end: a stale end frees it too soon")
+def place_stale_end(buffers, alignment=ALIGNMENT):
+    slots, out = [], {}  # [offset, size, free after this step], in execution order
+    for b in _by_start(buffers):
+        size = _al(b.nbytes, alignment)
+        for s in slots:
+            if s[2] < b.start and s[1] >= size:
+                out[b.slot] = s[0]  # forgets to set s[2] = b.end
+                break
+        else:
+            top = max((s[0] + s[1] for s in slots), default=0)
+            slots.append([top, size, b.end])
+            out[b.slot] = top
+    return out
+
+
+@mutant("8.9", "greedy by size copied: valid, but no better than 8.4")
+def place_greedy_by_size(buffers, alignment=ALIGNMENT):
+    return _offsets(_by_size(buffers, alignment), alignment)
+
+
+@mutant("8.9", "first fit in execution order: valid, but looser than greedy by size")
+def place_first_fit(buffers, alignment=ALIGNMENT):
+    return _offsets(_by_start(buffers), alignment)
+
+
+@mutant("8.9", "no reuse: every buffer its own bytes")
+def place_no_reuse(buffers, alignment=ALIGNMENT):
+    out, offset = {}, 0
+    for b in _by_start(buffers):
+        out[b.slot] = offset
+        offset += _al(b.nbytes, alignment)
+    return out
+
+
+@mutant("8.9", "returns the arena's size and sets offsets, like greedy_by_size")
+def place_returns_size(buffers, alignment=ALIGNMENT):
+    return _place(_by_size(buffers, alignment), alignment)
+
+
 # ---------------------------------------------------------------- 8.6 in place
 
 
