@@ -155,3 +155,11 @@ def equivalents() -> dict[str, str]:
     """``equivalent.toml``: key -> why the mutant cannot be told apart from the reference."""
     data = tomllib.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     return {e["key"]: e["why"] for e in data.get("equivalent", [])}
+
+
+def open_exercises() -> dict[str, str]:
+    """``equivalent.toml``'s ``[[open]]``: exercises graded on outcome. Their contract allows
+    any strategy, so a mutant that stays valid and reaches every tier is another answer, not
+    a gap; the hand-written mutants (``tests/mutants/``) hold the wrong ones."""
+    data = tomllib.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
+    return {e["exercise"]: e["why"] for e in data.get("open", [])}

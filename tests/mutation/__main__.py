@@ -38,7 +38,7 @@ import pytest  # noqa: E402
 from autograder.grader import manifest  # noqa: E402
 from minitorch import exercises  # noqa: E402
 
-from . import ROOT, Generated, equivalents, generate  # noqa: E402
+from . import ROOT, Generated, equivalents, generate, open_exercises  # noqa: E402
 
 SRC = ROOT / "build" / "mutation" / "src"
 TIMEOUT = 60  # seconds per mutant (--timeout); a mutant that loops for ever is killed by it
@@ -207,7 +207,7 @@ def run_chapter(chapter: int, only: str | None = None, sample: int | None = None
 
 
 def summary(result: dict) -> tuple[str, dict]:
-    known = equivalents()
+    known, opened = equivalents(), open_exercises()
     groups: dict[str, list[dict]] = {}
     for r in result["rows"]:
         groups.setdefault("+".join(r["exercises"]), []).append(r)
@@ -219,7 +219,8 @@ def summary(result: dict) -> tuple[str, dict]:
     for name in sorted(groups, key=lambda x: manifest.exercise_sort_key(x.split("+")[0])):
         rs = groups[name]
         killed = [r for r in rs if r["status"] == "killed"]
-        equiv = [r for r in rs if r["status"] == "survived" and r["key"] in known]
+        equiv = [r for r in rs if r["status"] == "survived" and (
+            r["key"] in known or all(e in opened for e in r["exercises"]))]  # fmt: skip
         bad = [r for r in rs if r["status"] != "killed" and r not in equiv]
         stale = [r for r in killed if r["key"] in known]
         total["mutants"] += len(rs)
