@@ -22,6 +22,7 @@ from .group import (
     reduce_rule,
 )
 from .ir import FUSED, KERNEL_MAKERS, fused_kernel, inline_fused
+from .plan_groups import PLANNED, bytes_moved, choose_groups, fuse_planned, try_plan
 from .reasons import REASONS, FusionReport, Refusal
 from .runtime import make_kernel
 

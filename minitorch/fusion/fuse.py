@@ -15,6 +15,7 @@ from ..passes.plan import NODE_KERNELS
 from ..tracing.graph import VERIFIERS, Graph
 from .group import build_fused_node, find_groups, is_compute
 from .ir import FUSED, fused_kernel, verify_with_fused
+from .plan_groups import choose_groups, fuse_planned
 from .reasons import FusionReport
 
 
@@ -30,9 +31,13 @@ def fuse(graph: Graph) -> FusionReport:
     return report
 
 
-def fuse_stage(graph: Graph, debug=False, dump=None, number=1) -> FusionReport:
-    """Run :func:`fuse` on ``graph``; with ``debug`` print the report (the book's view)."""
-    report = fuse(graph)
+def fuse_stage(graph: Graph, debug=False, dump=None, number=1, grouping="greedy") -> FusionReport:
+    """Run :func:`fuse` on ``graph`` (or, with ``grouping="planned"``, build the groups of
+    7.11's ``choose_groups``); with ``debug`` print the report (the book's view)."""
+    if grouping == "planned":
+        report = fuse_planned(graph, choose_groups(graph))
+    else:
+        report = fuse(graph)
     if debug:
         print("\n".join(report.lines()))
     return report
@@ -42,7 +47,7 @@ def fuse_stage(graph: Graph, debug=False, dump=None, number=1) -> FusionReport:
 
 
 def _run(unit) -> None:
-    unit.fusion = fuse_stage(unit.graph, debug=unit.debug)
+    unit.fusion = fuse_stage(unit.graph, debug=unit.debug, grouping=unit.options.grouping)
     for n in unit.graph.nodes if unit.options.fast_math else ():  # the code generator reads it
         if n.op == FUSED:
             n.attrs["fast_math"] = True
@@ -67,13 +72,18 @@ def _dump(unit, folder: str) -> None:
     dump_kernels(unit.graph, folder)  # the generated source of every fused group
 
 
+def _needs(unit) -> tuple:
+    planned = unit is not None and unit.options.grouping == "planned"
+    return tuple(f"7.{n}" for n in range(1, 6)) + (("7.11",) if planned else ())
+
+
 register_stage(
     Stage(
         "fuse",
         20,
         _run,
         wanted=lambda options: options.fuse,
-        needs=tuple(f"7.{n}" for n in range(1, 6)),
+        needs=_needs,
         explain=_explain,
         dump=_dump,
         rewrites=True,

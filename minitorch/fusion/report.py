@@ -15,6 +15,7 @@ from ..tracing.graph import Graph
 from ..tracing.jit import jit
 from .fuse import fuse
 from .group import is_compute
+from .plan_groups import bytes_moved
 from .reasons import FusionReport
 
 
@@ -27,15 +28,9 @@ def traffic(graph: Graph) -> int:
     """Bytes moved if every kernel reads its inputs and writes its output once.
 
     A fused node counts only its outside inputs and its one output: that is the
-    whole point of fusion. Views move nothing.
+    whole point of fusion. Views move nothing. (7.11's measure, :func:`bytes_moved`.)
     """
-    total = 0
-    for n in graph.ops:
-        if n.op != "fused" and not is_compute(n):
-            continue
-        total += n.spec.size * n.spec.dtype.itemsize
-        total += sum(i.spec.size * i.spec.dtype.itemsize for i in n.inputs)
-    return total
+    return bytes_moved(graph)
 
 
 def softmax_mlp(x, w, b):

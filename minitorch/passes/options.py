@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MODES = ("default", "reduce-overhead", "max-autotune")
+GROUPINGS = ("greedy", "planned")  # chapter 7: the greedy fuser (7.2) or your plan (7.11)
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class CompileOptions:
     parallel: bool = False  # chapter 9: run independent steps on a thread pool
     dynamic: bool = False  # chapter 9: a retrace caused only by a dim's size makes it dynamic
     fast_math: bool = False  # chapter 7: SIMD float32 exp/tanh/sigmoid, within 2 ulp, not bitwise
+    grouping: str = "greedy"  # chapter 7: "planned" builds the groups of 7.11's choose_groups
 
     def __post_init__(self) -> None:
         from ..core.errors import OpError
@@ -40,8 +42,16 @@ class CompileOptions:
                 hint=f"use one of {', '.join(map(repr, MODES))}",
             )
 
+        if self.grouping not in GROUPINGS:
+            raise OpError(
+                "CompileOptions",
+                f"unknown grouping {self.grouping!r}",
+                hint=f"use one of {', '.join(map(repr, GROUPINGS))}",
+            )
+
     def __str__(self) -> str:
         on = [k for k in ("fuse", "memory", "parallel", "dynamic", "fast_math") if getattr(self, k)]
+        on += [f"grouping={self.grouping}"] if self.grouping != "greedy" else []
         return f"{self.mode}({', '.join(on) or 'passes only'})"
 
 

@@ -3,3 +3,4 @@
 # ruff: noqa: F401, F403
 from .ch7_codegen import *
 from .ch7_group import *
+from .ch7_plan import *
