@@ -12,7 +12,8 @@ file, its unchanged copy is graded the same way and must keep full marks.
 
 Prints, per exercise, the mutants, killed, recorded equivalent and surviving,
 each survivor with its change, and the chapter's score: killed / (all -
-recorded equivalents).
+recorded equivalents). ``--sample N`` grades a fixed sample of N per chapter,
+``--per-exercise N`` a fixed N of each exercise's (what ``make test`` runs).
 
 A mutant is judged as the grader judges it, not only by pytest: the child
 attaches the harness's results channel (``autograder/wire.py``) to a file, and
@@ -23,8 +24,7 @@ references' recorded comparisons (``autograder/oracle.json.gz``). A test whose
 run's value at that place fails, as in real grading, even when its own assert
 holds (an ``OpError`` naming another op, in a test that sends ``e.op``). The
 unchanged file's run checks the recorded entries these tests use: a stale
-oracle that no longer fits them stops the run (``make oracle``). ``--sample N`` grades a fixed sample of N per chapter,
-``--per-exercise N`` a fixed N of each exercise's (what ``make test`` runs).
+oracle that no longer fits them stops the run (``make oracle``).
 """
 
 from __future__ import annotations
