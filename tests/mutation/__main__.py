@@ -14,12 +14,24 @@ Prints, per exercise, the mutants, killed, recorded equivalent and surviving,
 each survivor with its change, and the chapter's score: killed / (all -
 recorded equivalents). ``--sample N`` grades a fixed sample of N per chapter,
 ``--per-exercise N`` a fixed N of each exercise's (what ``make test`` runs).
+
+A mutant is judged as the grader judges it, not only by pytest: the child
+attaches the harness's results channel (``autograder/wire.py``) to a file, and
+its records (each test's ``start``, ``check`` records and ``result``) are read
+by the grader's own :class:`~autograder.grader.protocol.Protocol` with the
+references' recorded comparisons (``autograder/oracle.json.gz``). A test whose
+``check(..., value=...)`` or ``assert_close`` disagrees with the reference
+run's value at that place fails, as in real grading, even when its own assert
+holds (an ``OpError`` naming another op, in a test that sends ``e.op``). The
+unchanged file's run checks the recorded entries these tests use: a stale
+oracle that no longer fits them stops the run (``make oracle``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import hashlib
 import importlib
 import importlib.util
@@ -28,6 +40,7 @@ import os
 import select
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +48,10 @@ from tests.mutants import __main__ as hand  # isort: skip  # first: sets the mod
 
 import pytest  # noqa: E402
 
-from autograder.grader import manifest  # noqa: E402
+from autograder import wire  # noqa: E402
+from autograder.grader import manifest, oracle  # noqa: E402
+from autograder.grader.manifest import Item  # noqa: E402
+from autograder.grader.protocol import Forged, Protocol, parse  # noqa: E402
 from minitorch import exercises  # noqa: E402
 
 from . import ROOT, Generated, equivalents, generate, open_exercises  # noqa: E402
@@ -50,6 +66,30 @@ def _chapter_tests(chapter: int) -> dict[str, list[str]]:
         if item.kind == "test":
             tests.setdefault(item.exercise, []).append(item.nodeid)
     return tests
+
+
+class Grader:
+    """What the grader's parent holds while a child runs: each graded test's item and the
+    references' recorded comparisons. :meth:`judge` reads a child's records as it does."""
+
+    def __init__(self, chapter: int):
+        self.items: dict[str, Item] = {
+            i.nodeid: i for i in manifest.graded_items(chapter) if i.kind == "test"
+        }
+        self.expected, self.stale = oracle.load()
+        if self.expected is None:  # stale: its entries for these tests may still hold, and
+            try:  # the unchanged file's run (which must keep full marks) says whether they do
+                self.expected = json.loads(gzip.decompress(oracle.PATH.read_bytes()))["tests"]
+            except (OSError, ValueError, EOFError, KeyError):
+                raise SystemExit(f"no recorded comparisons to judge with: {self.stale}") from None
+
+    def judge(self, records: bytes, nodeids: list[str]) -> dict:
+        """The grader's verdict on the tests' records: ``node -> Result``."""
+        proto = Protocol({n: self.items[n] for n in nodeids}, self.expected)
+        asked = set(nodeids)
+        for line in records.splitlines():
+            proto.feed(parse(line, asked))
+        return proto.results
 
 
 def _load(g: Generated):
@@ -67,12 +107,14 @@ def _load(g: Generated):
     return module
 
 
-def _grade(g: Generated, nodeids: list[str], names: dict[str, str]) -> dict:
+def _grade(g: Generated, nodeids: list[str], names: dict[str, str], grader: Grader) -> dict:
     """In the child: install the mutant's functions, run the tests, say what happened."""
     module = _load(g)
     for ex in g.exercises:
         exercises.REGISTRY[ex].stub = getattr(module, names[ex])
     exercises._cache.clear()
+    fd, records = tempfile.mkstemp(prefix="minitorch-mutation-", suffix=".jsonl")
+    wire.attach(fd)  # the harness's records, as a grading child sends them to its parent
     old = signal.signal(signal.SIGALRM, hand._alarm)
     signal.alarm(TIMEOUT)
     try:
@@ -82,6 +124,9 @@ def _grade(g: Generated, nodeids: list[str], names: dict[str, str]) -> dict:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+        with open(records, "rb") as f:
+            sent = f.read()
+        os.unlink(records)
     if collect.broken:
         return {"status": "error", "detail": "; ".join(collect.broken)}
     if collect.failed:
@@ -93,10 +138,21 @@ def _grade(g: Generated, nodeids: list[str], names: dict[str, str]) -> dict:
     missing = sorted(set(nodeids) - collect.passed)
     if missing:
         return {"status": "error", "detail": f"not run: {', '.join(missing)}"}
+    try:  # every test passed in pytest: now as the grader's parent judges them
+        results = grader.judge(sent, nodeids)
+    except Forged as e:
+        return {"status": "error", "detail": f"the records do not read as a grading child's: {e}"}
+    for node in nodeids:
+        r = results.get(node)
+        if r is None:
+            return {"status": "error", "detail": f"no result record for {node}"}
+        if r.status != "passed":
+            return {"status": "killed",
+                    "detail": f"{node.split('::')[-1]}: the grader: {r.message}"}  # fmt: skip
     return {"status": "survived", "detail": "every graded test passed"}
 
 
-def _in_child(g: Generated, nodeids: list[str], names: dict[str, str]) -> dict:
+def _in_child(g: Generated, nodeids: list[str], names: dict[str, str], grader: Grader) -> dict:
     """Fork, grade ``g`` in the child, and read its verdict; a crash or hang is a kill."""
     read, write = os.pipe()
     t0 = time.perf_counter()
@@ -107,7 +163,7 @@ def _in_child(g: Generated, nodeids: list[str], names: dict[str, str]) -> dict:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)
-            row = _grade(g, nodeids, names)
+            row = _grade(g, nodeids, names, grader)
         except BaseException as e:  # noqa: BLE001 - report anything, never run the parent's code
             row = {"status": "error", "detail": f"{type(e).__name__}: {e}"[:300]}
         with contextlib.suppress(OSError):
@@ -181,7 +237,7 @@ def select_mutants(chapter: int, only: str | None, sample: int | None,
 
 def run_chapter(chapter: int, only: str | None = None, sample: int | None = None,
                 verbose: bool = False, per_exercise: int | None = None) -> dict:  # fmt: skip
-    names, tests = _names(chapter), _chapter_tests(chapter)
+    names, tests, grader = _names(chapter), _chapter_tests(chapter), Grader(chapter)
     _prepare(chapter, tests)
     mutants = select_mutants(chapter, only, sample, per_exercise)
     rows, controls = [], {}
@@ -191,12 +247,14 @@ def run_chapter(chapter: int, only: str | None = None, sample: int | None = None
             text = (ROOT / "solutions" / "reference" / g.file).read_text()
             fx = sorted({e for m in mutants if m.file == g.file for e in m.exercises})
             same = Generated("control", g.file, "", tuple(fx), 0, "", "", text)
-            controls[g.file] = _in_child(same, [n for e in fx for n in tests.get(e, [])], names)
+            controls[g.file] = _in_child(same, [n for e in fx for n in tests.get(e, [])], names,
+                                         grader)  # fmt: skip
             if controls[g.file]["status"] != "survived":
-                raise SystemExit(f"the unchanged {g.file} lost points: {controls[g.file]}")
+                stale = f" (stale oracle: {grader.stale}; make oracle)" if grader.stale else ""
+                raise SystemExit(f"the unchanged {g.file} lost points{stale}: {controls[g.file]}")
         row = {"key": g.key, "exercises": list(g.exercises), "file": g.file, "line": g.line,
                "before": g.before, "after": g.after}  # fmt: skip
-        row.update(_in_child(g, nodeids, names) if nodeids else
+        row.update(_in_child(g, nodeids, names, grader) if nodeids else
                    {"status": "error", "detail": "no graded tests"})  # fmt: skip
         rows.append(row)
         if verbose:
