@@ -24,6 +24,7 @@ from ..core.errors import OpError  # noqa: F401  (what exercise 9.4 raises)
 from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
 from ..nn.module import Module, Parameter
+from ..tensor.data import TensorData
 from ..nn.optim import Optimizer
 from ..tracing import guards
 from ..tracing.graph import Node, _unflatten
@@ -140,6 +141,10 @@ def find_state(fn, values: list) -> tuple[list[Tensor], list[Optimizer]]:
     return params, opts
 
 
+def _counter(v: int) -> np.ndarray:
+    return np.array(float(v))  # a step count as the graph reads it: a float64 scalar
+
+
 def _is_counter(v) -> bool:
     """An int in optimizer state (Adam's step count): a graph input, not a guarded value."""
     return isinstance(v, int) and not isinstance(v, bool)
@@ -199,7 +204,6 @@ class StepEntry:
         self.aliases: list = []  # roles that were one tensor when traced (grad is velocity)
         self.names: list = []  # the parameters' names, for messages
         self.result = None  # the first call's result
-        self.has_counters = any(f[0] == "counter" for f in feeds)  # made per call: gather
         self.out_devices = [n.spec.device for n in compiled.graph.outputs]
 
     def check(self, fn, values: list, ctx) -> list[str]:
@@ -222,9 +226,7 @@ class StepEntry:
         return reasons
 
     def run(self, values: list, params: list, opts: list):
-        outs = (
-            None if self.has_counters else self.compiled.run_data(self.datas(values, params, opts))
-        )
+        outs = self.compiled.run_data(self.datas(values, params, opts))
         if outs is None:
             outs = self.compiled.run(*self.gather(values, params, opts))
         else:
@@ -249,6 +251,8 @@ class StepEntry:
                 out.append(params[a]._data)
             elif kind == "grad":
                 out.append(params[a].grad._data)
+            elif kind == "counter":
+                out.append(TensorData.from_numpy(_counter(opts[a].state[b][c])))
             else:
                 out.append(opts[a].state[b][c]._data)
         return out
@@ -265,8 +269,7 @@ class StepEntry:
                 t = params[a].grad
             elif kind == "counter":
                 spec = self.compiled.specs[len(inputs)]
-                value = np.full(spec.shape, opts[a].state[b][c], dtype=np.float64)
-                inputs.append(Tensor(value, device=spec.device))
+                inputs.append(Tensor(_counter(opts[a].state[b][c]), device=spec.device))
                 continue
             else:
                 t = opts[a].state[b][c]
@@ -361,11 +364,10 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
                     external[id(v)] = (("state", k, pname, key), f"{key}_{pname}", v)
                     roles.setdefault(id(v), []).append(("state", k, pname, key))
                 elif _is_counter(v) and pname in named:
-                    # traced as float64 values in the parameter's shape (the optimizer checks
-                    # its buffers' shapes), so that `beta ** t` is recorded, not baked in
+                    # traced as a float64 scalar, so that `beta ** t` is recorded, not baked
+                    # in: computed once per step, in eager's precision (a Python float)
                     param = named[pname]  # on its device, as eager's buffers
-                    value = np.full(param.shape, v, dtype=np.float64)
-                    t = st[key] = Tensor(value, device=param.device)
+                    t = st[key] = Tensor(np.array(float(v)), device=param.device)
                     external[id(t)] = (("counter", k, pname, key), f"{key}_{pname}", t)
                     counters.append((st, key))
     tracer.set_external(external)

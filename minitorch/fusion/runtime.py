@@ -607,7 +607,14 @@ def make_kernel(node: Node, backend: str | None = None) -> Callable:
     name = node.attrs.get("name", "fused")
     kind = node.attrs.get("kind", "elementwise")
     sub = _sub(node)
-    slow = sorted({n.op for n in sub.ops if get_op(n.op).transcendental})
+    # a transcendental of one-element inputs (Adam's beta ** t) is one call: the loop hoists it
+    slow = sorted(
+        {
+            n.op
+            for n in sub.ops
+            if get_op(n.op).transcendental and any(i.spec.size > 1 for i in n.inputs)
+        }
+    )
     if node.attrs.get("fast_math") and vecmath.usable(sub):  # vecmath.py: exp, tanh, sigmoid
         slow = [op for op in slow if op not in vecmath.VECTORISED]
     if slow:

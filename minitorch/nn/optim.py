@@ -112,7 +112,7 @@ class Optimizer:
                 f"shape {p.grad.shape}. Hint: call zero_grad() after changing a parameter's shape"
             )
         for key, buf in buffers.items():
-            if isinstance(buf, Tensor) and buf.shape != p.shape:
+            if isinstance(buf, Tensor) and buf.shape not in (p.shape, ()):  # () broadcasts
                 raise RuntimeError(
                     f"{type(self).__name__}: parameter {name!r} now has shape {p.shape}, but its "
                     f"{key} buffer from earlier steps has shape {buf.shape}: the parameter was "
