@@ -24,8 +24,8 @@ from ..core.errors import OpError  # noqa: F401  (what exercise 9.4 raises)
 from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
 from ..nn.module import Module, Parameter
-from ..tensor.data import TensorData
 from ..nn.optim import Optimizer
+from ..tensor.data import TensorData
 from ..tracing import guards
 from ..tracing.graph import Node, _unflatten
 from ..tracing.jit import EXPLAIN_HOOKS, JitFunction, _Store, cache_key, jit, wrap_report
