@@ -195,14 +195,16 @@ def test_independent_steps_run_at_the_same_time():
         barrier.wait()  # both branches must be running at once to get past this
         return x + 1
 
-    def join(a, b, out):
-        return a * 10 + b
+    joined = minitorch.Spec((), np.dtype("int64"))  # what join's step says it makes
+
+    def join(a, b, out):  # the contract: kernel(*args, out=step.spec, **attrs)
+        return a * 10 + b if out is joined else f"join was called with out={out!r}"
 
     plan = Plan(
         [
             Step(meet, (0,), 1, None, {}),
             Step(meet, (0,), 2, None, {}),
-            Step(join, (1, 2), 3, None, {}),
+            Step(join, (1, 2), 3, joined, {}),
         ],
         4,
         [],
