@@ -3,3 +3,4 @@
 # ruff: noqa: F401, F403
 from .ch9_dynamic import *
 from .ch9_train import *
+from .ch9_remat import *
