@@ -10,6 +10,7 @@ pinned in requirements.txt.
 from .context import OnnxContext
 from .export import MAX_OPSET, OPSET, dynamic_dims, export, graph_to_onnx, trace_for_export
 from .mapping import register_onnx
+from .pad_slice import emit_pad_slice
 from .sizes import symbols
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "OPSET",
     "OnnxContext",
     "dynamic_dims",
+    "emit_pad_slice",
     "export",
     "graph_to_onnx",
     "register_onnx",

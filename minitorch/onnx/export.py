@@ -24,6 +24,7 @@ from ..tracing.graph import Graph
 from ..tracing.jit import jit
 from . import (
     mapping,  # noqa: F401  (puts the emitters on the built-in ops)
+    pad_slice,  # noqa: F401  (10.7: pad_slice's emitter)
     sizes,
 )
 

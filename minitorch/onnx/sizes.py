@@ -32,8 +32,9 @@ from ..core.tensor import Tensor
 from ..tracing.graph import Graph, Node
 from .context import OnnxContext
 
-# ops whose emitters write a dynamic ``shape`` attribute from ``ctx.dims`` (see mapping.py)
-SHAPE_ATTR_OPS = ("reshape", "expand")
+# ops whose emitters write a dynamic ``shape`` attribute from ``ctx.dims`` (see mapping.py;
+# pad_slice: 10.7)
+SHAPE_ATTR_OPS = ("reshape", "expand", "pad_slice")
 DROP = "drop that dim from dynamic_axes (export it at a fixed size)"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from onnx import helper
 
 from minitorch.core import registry
@@ -163,3 +164,67 @@ def graph_to_onnx(graph, dynamic, opset=18):
     return helper.make_model(
         g, opset_imports=[helper.make_opsetid("", opset)], producer_name="minitorch"
     )
+
+
+# ---------------------------------------------------------------- 10.7 (open)
+
+_END = 2**62  # a Slice bound past any dim
+
+
+def _window(k, size: int):
+    """``(first index written, count, step > 0, reversed)`` of key entry ``k`` on a dim."""
+    if not isinstance(k, slice):
+        return int(k) % size, 1, 1, False
+    r = range(*k.indices(size))
+    if len(r) <= 1:
+        return (r[0] if r else 0), len(r), 1, False
+    if r.step < 0:
+        return r[-1], len(r), -r.step, True
+    return r.start, len(r), r.step, False
+
+
+def emit_pad_slice(ctx, node, names):
+    """At most five nodes, usually one or two: reverse the negative-step dims (one Slice),
+    insert the integer-indexed dims and one block axis after each strided dim (one
+    Unsqueeze), pad everything at once (one Pad: a strided dim by whole blocks of its step,
+    its block axis around the value), merge the blocks (one Reshape), then crop or pad what
+    the blocks leave over (one Pad, negative pads crop). An empty window pads to zeros."""
+    shape = tuple(node.attrs["shape"])
+    key = tuple(node.attrs["key"]) + (slice(None),) * (len(shape) - len(node.attrs["key"]))
+    dyn = ctx.dims(node)
+    dims = [
+        (0, n, 1, False) if d in dyn else _window(k, n) for d, (k, n) in enumerate(zip(key, shape))
+    ]
+    x = names[0]
+    kept = [d for d, k in enumerate(key) if isinstance(k, slice)]  # the values' own axes
+    rev = [j for j, d in enumerate(kept) if dims[d][3]]
+    if rev:
+        bounds = ([-1] * len(rev), [-_END] * len(rev), rev, [-1] * len(rev))
+        x = ctx.node("Slice", [x, *(ctx.const(np.array(b, np.int64)) for b in bounds)])
+    inserted, lo_pads, hi_pads, target, rest = [], [], [], [], []
+    for d, (lo, w, s, _) in enumerate(dims):
+        axis = len(lo_pads)  # dim d's axis once the block axes are in
+        if not isinstance(key[d], slice):
+            inserted.append(axis)
+        if s > 1:
+            q, r = divmod(lo, s)
+            lo_pads += [q, r]
+            hi_pads += [0, s - 1 - r]
+            inserted.append(axis + 1)
+            target.append((q + w) * s)
+            rest.append(shape[d] - (q + w) * s)
+        else:
+            lo_pads.append(lo)
+            hi_pads.append(shape[d] - lo - w)
+            # Reshape's 0 copies the input's size at the same axis; -1 is inferred
+            target.append((0 if axis == d else -1) if d in dyn else shape[d])
+            rest.append(0)
+    if inserted:
+        x = ctx.node("Unsqueeze", [x, ctx.const(np.array(inserted, np.int64))])
+    if any(lo_pads) or any(hi_pads):
+        x = ctx.node("Pad", [x, ctx.const(np.array(lo_pads + hi_pads, np.int64))])
+    if len(lo_pads) != len(shape):  # merge each strided dim with its block axis
+        x = ctx.node("Reshape", [x, ctx.const(np.array(target, np.int64))])
+    if any(rest):
+        x = ctx.node("Pad", [x, ctx.const(np.array([0] * len(shape) + rest, np.int64))])
+    return x
