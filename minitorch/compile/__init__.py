@@ -15,6 +15,7 @@ from ..tracing.jit import check_arguments
 from . import parallel  # noqa: F401  (registers the parallel stage)
 from .autotune import autotune_choice, tune_plan
 from .backward import backward_graph, backward_order
+from .remat import choose_recompute, peak_bytes, recompute_work, rematerialize
 from .runner import build_function, plan_source
 from .step import CompiledStep, find_state, step_outputs, write_back
 
@@ -69,10 +70,14 @@ __all__ = [
     "backward_graph",
     "backward_order",
     "build_function",
+    "choose_recompute",
     "compile",
     "find_state",
     "options_for",
+    "peak_bytes",
     "plan_source",
+    "recompute_work",
+    "rematerialize",
     "step_outputs",
     "tune_plan",
     "write_back",

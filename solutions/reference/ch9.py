@@ -2,4 +2,5 @@
 
 # ruff: noqa: F401, F403
 from .ch9_dynamic import *
+from .ch9_remat import *
 from .ch9_train import *
