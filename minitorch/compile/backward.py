@@ -64,8 +64,8 @@ def saved_activations(graph: Graph, backward_start: int) -> dict[Node, int]:
     Return ``{op: bytes}`` for every saved op, ``bytes`` its
     ``spec.size * spec.dtype.itemsize`` (:func:`~minitorch.compile.remat.node_bytes`),
     in program order; ``{}`` when nothing is saved. Leave ``graph`` unchanged.
-    Raise ``ValueError`` when ``backward_start`` is not between 0 and
-    ``len(graph.nodes)`` (both included).
+    Raise ``ValueError`` naming ``backward_start`` and the number of nodes when
+    ``backward_start`` is not between 0 and ``len(graph.nodes)`` (both included).
 
     Example:
         >>> # forward:  %0 = input (4, 8) f32 ; %1 = exp(%0) ; %2 = reshape(%1) (32,)

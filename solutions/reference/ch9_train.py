@@ -27,20 +27,13 @@ def saved_activations(graph, backward_start):
             f"saved_activations: backward_start {backward_start} is not between 0 and "
             f"{len(nodes)} (the graph's nodes)"
         )
-    base = {}  # forward node -> the op whose buffer it names (None: the caller's)
+    owner = {}  # forward node -> the op whose buffer it names (inputs, constants: none)
     for n in nodes[:backward_start]:
-        if n.op in ("input", "const"):
-            base[n] = None
-        elif node_is_view(n):
-            base[n] = base.get(n.inputs[0]) if n.inputs else None
-        else:
-            base[n] = n
-    saved = set()
-    for n in nodes[backward_start:]:
-        for x in n.inputs:
-            b = base.get(x)
-            if b is not None:
-                saved.add(b)
+        if node_is_view(n):
+            owner[n] = owner.get(n.inputs[0])
+        elif n.op not in ("input", "const"):
+            owner[n] = n
+    saved = {owner.get(x) for n in nodes[backward_start:] for x in n.inputs}
     return {n: node_bytes(n) for n in nodes[:backward_start] if n in saved}
 
 

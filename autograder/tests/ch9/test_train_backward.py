@@ -137,8 +137,15 @@ def test_saved_activations_boundaries_views_and_errors():
     for bad in (-1, len(g.nodes) + 1):
         try:
             saved_activations(g, bad)
-        except ValueError:
-            check(True, "9.1", "ValueError for a backward_start outside the graph", value=bad)
+        except ValueError as e:
+            named = str(bad) in str(e) and str(len(g.nodes)) in str(e)
+            check(
+                named,
+                "9.1",
+                "the ValueError must name backward_start and the number of nodes",
+                value=bad,
+                error=str(e),
+            )
         else:
             check(False, "9.1", "no ValueError for a backward_start outside the graph", value=bad)
 

@@ -58,6 +58,11 @@ def _view_read_late(w, g):
     return w - g, v * 2.0
 
 
+def _view_of_view_read_late(w, g):
+    v = w.reshape((3, 1)).T
+    return w - g, v * 2.0
+
+
 # (what, fn, input shapes, donations (output, input), want [(step, input, shape)])
 _DONATIONS = [
     ("an SGD update", lambda w, g: w - 0.1 * g, [(3,), (3,)], [(0, 0)], [(1, 0, (3,))]),
@@ -80,6 +85,15 @@ _DONATIONS = [
      [(3,), (3,)], [(0, 0)], []),
     ("an output that is a view of an input", lambda w, g: (w.reshape((3, 1)), g * 2.0),
      [(3,), (3,)], [(0, 1)], []),
+    ("a view of a view of the input read after the update", _view_of_view_read_late,
+     [(3,), (3,)], [(0, 0)], []),
+    # an unsafe donation does not end the search: the next one is still decided
+    ("a view of an input, then a safe update", lambda w, v, g: (w.reshape((3, 1)), v - g),
+     [(3,), (3,), (3,)], [(0, 0), (1, 1)], [(1, 1, (3,))]),
+    ("an old value read late, then a safe update", lambda w, v, g: (w - g, w * 2.0, v - g),
+     [(3,), (3,), (3,)], [(0, 0), (2, 1)], [(2, 1, (3,))]),
+    ("a read through a view, then a safe update", lambda w, v, g: (w.T + g, v - g),
+     [(2, 2), (2, 2), (2, 2)], [(0, 0), (1, 1)], [(2, 1, (2, 2))]),
 ]  # fmt: skip
 
 
@@ -115,7 +129,7 @@ def test_donations_nothing_donated_and_plan_unchanged():
 
 
 @graded("9.5", points=2)
-def test_reduce_overhead_training_equals_eager():
+def test_reduce_overhead_training_with_donated_buffers_equals_eager():
     data = batches(5, 6, 8, 6, 3)
     el, ep, _, _ = train((6, 10, 3), data, False, lr=0.1, momentum=0.9)
     cl, cp, _, f = train((6, 10, 3), data, True, mode="reduce-overhead", lr=0.1, momentum=0.9)
