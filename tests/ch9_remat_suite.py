@@ -1,6 +1,6 @@
 """Writes ``autograder/tests/ch9/remat_suite.py``: the training-step graphs exercise 9.11 is
 graded on, frozen as literal nodes so that grading runs none of the learner's code but the
-function under test (tracing a step runs the learner's 9.1-9.4 in a learner's process).
+function under test (tracing a step runs the learner's 9.2-9.4 in a learner's process).
 
     .venv/bin/python -m tests.ch9_remat_suite   # a few seconds: it traces eight steps
 

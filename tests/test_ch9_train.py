@@ -251,3 +251,118 @@ def test_capstone_row_trains_both_ways_alike_and_measures_everything():
     assert row.eager_acc == row.compiled_acc > 0.5
     assert min(row.eager_ms, row.compiled_ms, row.eager_peak_kib, row.compiled_peak_kib) > 0
     assert "MLP" in table_text([row])
+
+
+# ---------------------------------------------------------------- course code (9.1 and 9.5
+# before issue 30): the backward's node order and the reduce-overhead code generator
+
+
+def _trace_with_grads(fn, shapes, needs):
+    from minitorch.compile.backward import StepTrace
+    from minitorch.tracing.tracer import Tracer
+
+    tracer = Tracer("t", fullgraph=True)
+    st = tracer.training = StepTrace(tracer)
+    with tracer:
+        xs = []
+        for k, (shape, g) in enumerate(zip(shapes, needs)):
+            x = tracer.input(minitorch.Spec(tuple(shape), minitorch.float32), f"x{k}")
+            x.requires_grad = g
+            if g:
+                st.grad_nodes.add(x.node)
+            xs.append(x)
+        out = fn(*xs)
+    return st, xs, out
+
+
+@pytest.mark.parametrize(
+    "fn, shapes, needs",
+    [
+        (lambda a, b: (a * a).sum(), [(3,), (3,)], [True, False]),
+        (lambda a, b: ((a @ b).relu() * a.sum()).mean(), [(2, 3), (3, 4)], [True, True]),
+        (lambda a, b: (a.detach() * b + a).sum(), [(2, 2), (2, 2)], [True, True]),
+        (lambda a, b: (a.T @ a + b).log().sum(), [(3, 3), (3, 3)], [True, False]),
+    ],
+)
+def test_backward_order_is_reverse_topological_over_grad_nodes(fn, shapes, needs):
+    from minitorch.compile import backward_order
+
+    st, xs, out = _trace_with_grads(fn, shapes, needs)
+    order = backward_order(out.node, st.grad_nodes)
+    assert order[0] is out.node and len(set(order)) == len(order)
+    pos = {n: k for k, n in enumerate(order)}
+    for n in order:
+        assert n in st.grad_nodes
+        assert all(pos[i] > pos[n] for i in n.inputs if i in pos)
+    want, stack = set(), [out.node]
+    while stack:
+        n = stack.pop()
+        if n not in want and n in st.grad_nodes:
+            want.add(n)
+            stack.extend(n.inputs)
+    assert set(order) == want
+    assert [x.node in pos for x in xs] == needs
+
+
+def test_backward_order_without_grad_is_empty_and_deep_chains_work():
+    from minitorch.compile import backward_order
+
+    st, xs, out = _trace_with_grads(lambda a: (a * 2).sum(), [(2,)], [False])
+    assert backward_order(out.node, st.grad_nodes) == []
+
+    def deep(a):
+        for _ in range(3000):
+            a = a * 1.0
+        return a.sum()
+
+    st, xs, out = _trace_with_grads(deep, [(2,)], [True])
+    order = backward_order(out.node, st.grad_nodes)
+    assert len(order) == 3002 and order[-1] is xs[0].node
+
+
+def _lowered(fn, *args):
+    from minitorch.passes import kernel_for, lower
+
+    return lower(minitorch.jit(fn).trace(*args), kernel_for(None))
+
+
+def test_plan_source_is_the_documented_text():
+    from minitorch.compile import plan_source
+
+    x = minitorch.tensor([1.0, 2.0])
+    want = "def run(inputs):\n    s0, = inputs\n    s1 = c1._data\n    s2 = k0(s0, s1, out=o0)\n"
+    assert plan_source(_lowered(lambda x: x * 2.0, x)) == want + "    return [s2]\n"
+    want = "def run(inputs):\n    s0, s1 = inputs\n    s2 = k0(s0, s1, out=o0)\n"
+    want += "    s3 = k1(s2, out=o1, **a1)\n    return [s3]\n"
+    assert plan_source(_lowered(lambda a, b: (a + b).sum(axis=0), x, x)) == want
+
+
+def test_generated_function_runs_the_plan_and_reads_constants_per_call():
+    from minitorch.compile import build_function
+    from minitorch.passes import kernel_for, lower, run_plan
+
+    w = nn.Parameter(minitorch.tensor([[1.0, -2.0], [0.5, 3.0]]))
+
+    def f(x, y):
+        h = (x @ w + y).relu()
+        return h.sum(axis=1, keepdims=True), (h * 2.0).T
+
+    x, y = minitorch.tensor([[1.0, 2.0], [3.0, -4.0]]), minitorch.tensor([0.5, -0.5])
+    plan = _lowered(f, x, y)
+    assert plan.consts
+    run = build_function(plan)
+    for _ in range(2):
+        got, want = run([x._data, y._data]), run_plan(plan, [x._data, y._data])
+        assert len(got) == len(want)
+        assert all(np.array_equal(a.to_numpy(), b.to_numpy()) for a, b in zip(got, want))
+        w.assign_(w * 3.0)  # a constant's data changes between calls
+    # no inputs at all: nothing to unpack
+    v = minitorch.tensor([1.0, -1.0])
+    graph = minitorch.jit(lambda a: ((a * 2.0).exp(), a)).trace(v)
+    held = graph.inputs.pop()
+    held.op, held.value = "const", v
+    plan = lower(graph, kernel_for(None))
+    assert plan.inputs == [] and plan.steps
+    got, want = build_function(plan)([]), run_plan(plan, [])
+    assert len(got) == 2
+    assert all(np.array_equal(a.to_numpy(), b.to_numpy()) for a, b in zip(got, want))

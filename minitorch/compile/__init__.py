@@ -14,9 +14,9 @@ from ..passes.options import CompileOptions
 from ..tracing.jit import check_arguments
 from . import parallel  # noqa: F401  (registers the parallel stage)
 from .autotune import autotune_choice, tune_plan
-from .backward import backward_graph, backward_order
+from .backward import backward_graph, backward_order, saved_activations
 from .remat import choose_recompute, peak_bytes, recompute_work, rematerialize
-from .runner import build_function, plan_source
+from .runner import build_function, donations, plan_source
 from .step import CompiledStep, find_state, step_outputs, write_back
 
 MODES = {
@@ -72,12 +72,14 @@ __all__ = [
     "build_function",
     "choose_recompute",
     "compile",
+    "donations",
     "find_state",
     "options_for",
     "peak_bytes",
     "plan_source",
     "recompute_work",
     "rematerialize",
+    "saved_activations",
     "step_outputs",
     "tune_plan",
     "write_back",

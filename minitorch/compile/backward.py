@@ -6,7 +6,8 @@ from the loss to the parameters and calls each op's VJP from the registry. The
 VJPs are written with Tensor ops, so on traced values they *record*: the
 gradients become nodes of the very graph that computed the loss, and a value
 the forward computed and the backward reads (a saved activation) is just a
-node with users on both sides.
+node with users on both sides, and what a training step must keep alive from its
+forward to its backward (exercise 9.1; 9.11 trades it against recomputing).
 """
 
 from __future__ import annotations
@@ -18,30 +19,62 @@ from ..core import dtypes as dt
 from ..core.registry import get_op  # noqa: F401  (what the exercises call)
 from ..core.tensor import Tensor, no_grad
 from ..exercises import exercise
-from ..tracing.graph import Node
+from ..tracing.graph import Graph, Node
+from .remat import is_view, node_bytes  # noqa: F401  (what exercise 9.1 calls)
 
 
-@exercise("9.1")
 def backward_order(loss: Node, needs_grad: set) -> list[Node]:
     """The nodes the backward visits: those ``loss`` depends on through ``needs_grad``.
 
-    The result holds every node reached from ``loss`` along ``node.inputs`` without
-    passing through a node outside ``needs_grad`` (the nodes whose value requires
-    grad: parameters, inputs with ``requires_grad`` and everything computed from
-    them with grad on). Each appears once, even when used several times (``x * x``),
-    loss first and every node before all of its inputs (a reverse topological
-    order, as in exercise 2.7 but over graph nodes). If ``loss`` itself is not in
-    ``needs_grad`` return ``[]``.
+    Chapter 2's topological sort (exercise 2.7) over graph nodes: every node reached
+    from ``loss`` along ``node.inputs`` without passing through a node outside
+    ``needs_grad``, each once, loss first and every node before all of its inputs;
+    ``[]`` when ``loss`` needs no grad. An explicit stack: a long training step is
+    deeper than Python's recursion limit.
+    """
+    if loss not in needs_grad:
+        return []
+    seen, post = {loss}, []
+    stack = [(loss, iter(loss.inputs))]
+    while stack:
+        node, it = stack[-1]
+        for i in it:
+            if i in needs_grad and i not in seen:
+                seen.add(i)
+                stack.append((i, iter(i.inputs)))
+                break
+        else:
+            stack.pop()
+            post.append(node)
+    return post[::-1]
 
-    Must work on graphs thousands of nodes deep (a long training step), deeper
-    than Python's recursion limit.
+
+@exercise("9.1")
+def saved_activations(graph: Graph, backward_start: int) -> dict[Node, int]:
+    """The forward values a training step keeps for its backward, with their bytes.
+
+    ``graph`` is a traced step in program order: ``graph.nodes[:backward_start]`` is
+    the forward, the rest the backward and the update. A forward op (a node before
+    ``backward_start`` that is not an ``input`` or a ``const``) is *saved* when a
+    node at ``backward_start`` or later reads its buffer: reads it, or reads a view
+    of it. A view (:func:`~minitorch.compile.remat.is_view`) has no buffer: its
+    buffer is its first input's, followed back through views to the op that made
+    it; a view of an input or a constant saves nothing (the caller holds those).
+
+    Return ``{op: bytes}`` for every saved op, ``bytes`` its
+    ``spec.size * spec.dtype.itemsize`` (:func:`~minitorch.compile.remat.node_bytes`),
+    in program order; ``{}`` when nothing is saved. Leave ``graph`` unchanged.
+    Raise ``ValueError`` naming ``backward_start`` and the number of nodes when
+    ``backward_start`` is not between 0 and ``len(graph.nodes)`` (both included).
 
     Example:
-        >>> # %x = input (requires grad) ; %1 = mul(%x, %x) ; %2 = sum(%1)
-        >>> [n.name for n in backward_order(s, {x, m, s})]
-        ['2', '1', 'x']
+        >>> # forward:  %0 = input (4, 8) f32 ; %1 = exp(%0) ; %2 = reshape(%1) (32,)
+        >>> #           %3 = tanh(%1) ; %4 = sum(%3)
+        >>> # backward: %5 = mul(%2, %2) ; %6 = mul(%3, %0)       (backward_start = 5)
+        >>> saved_activations(g, 5)  # %1 through the view %2, %3; not %0 (an input)
+        {%1: 128, %3: 128}
     """
-    raise NotImplementedError("Exercise 9.1: backward_order")
+    raise NotImplementedError("Exercise 9.1: saved_activations")
 
 
 @exercise("9.2")

@@ -1,6 +1,6 @@
 """Recompute or save: chapter 9's open exercise (9.11), graded on peak memory.
 
-In a traced training step (9.1-9.4) a value the forward computes and the backward reads
+In a traced training step (9.2-9.4) a value the forward computes and the backward reads
 is a *saved activation*: it stays alive from its forward op to its last backward use,
 across the whole step, and those values are what makes a training step's memory peak.
 Instead of keeping one, the backward may compute it again from values it keeps anyway:

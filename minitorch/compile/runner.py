@@ -1,4 +1,5 @@
-"""Chapter 9, exercise 9.5: ``reduce-overhead``, one generated Python function per plan.
+"""Chapter 9, exercise 9.5: ``reduce-overhead``, one generated Python function per plan,
+and which results may be written into the buffers of the inputs they replace.
 
 Chapter 6's ``run_plan`` is a loop: per step it indexes the step tuple, builds
 an argument tuple from a slot list and stores the result back into the list.
@@ -27,24 +28,13 @@ from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
 
 
-@exercise("9.5")
 def plan_source(plan: Plan) -> str:
     """Python source of ``def run(inputs):`` doing what ``run_plan(plan, inputs)`` does.
 
-    Slot ``s`` is the local variable ``s{s}``. The generated module's globals
-    will hold, for step number ``i`` of ``plan.steps``, its kernel as
-    ``k{i}``, its spec as ``o{i}`` and its attrs as ``a{i}``, and for each
-    constant ``(slot, tensor)`` the tensor as ``c{slot}``. The body:
-
-    1. unpack the inputs into their slots: ``s0, s3 = inputs`` (a trailing
-       comma for one input: ``s0, = inputs``; nothing for none);
-    2. each constant's data, read on *every* call (a parameter held as a
-       constant changes between calls): ``s1 = c1._data``;
-    3. each step: ``s4 = k0(s0, s1, out=o0, **a0)`` (leave out ``, **a0``
-       when the step has no attrs);
-    4. ``return [s4, ...]``, the slots of ``plan.outputs`` in order.
-
-    Example (``x * 2``, the plan of exercise 6.9)::
+    Slot ``s`` is the local ``s{s}``; step ``i``'s kernel, spec and attrs are the
+    globals ``k{i}``, ``o{i}`` and ``a{i}`` (see :func:`build_function`), a constant
+    in slot ``s`` is ``c{s}``, its data read on every call (a parameter held as a
+    constant changes between calls). For ``x * 2``::
 
         def run(inputs):
             s0, = inputs
@@ -52,7 +42,18 @@ def plan_source(plan: Plan) -> str:
             s2 = k0(s0, s1, out=o0)
             return [s2]
     """
-    raise NotImplementedError("Exercise 9.5: plan_source")
+    lines = ["def run(inputs):"]
+    if plan.inputs:
+        names = ", ".join(f"s{s}" for s in plan.inputs)
+        lines.append(f"    {names}{',' if len(plan.inputs) == 1 else ''} = inputs")
+    for slot, _ in plan.consts:
+        lines.append(f"    s{slot} = c{slot}._data")
+    for i, st in enumerate(plan.steps):
+        args = "".join(f"s{a}, " for a in st.args)
+        extra = f", **a{i}" if st.attrs else ""
+        lines.append(f"    s{st.out} = k{i}({args}out=o{i}{extra})")
+    lines.append(f"    return [{', '.join(f's{s}' for s in plan.outputs)}]")
+    return "\n".join(lines) + "\n"
 
 
 def build_function(plan: Plan, dump: str | None = None, kernels=None) -> Callable[[list], list]:
@@ -186,44 +187,46 @@ def bind_steps(plan: Plan, dests: list, donated=None, given=None) -> tuple[list,
     return kernels, fixed
 
 
+@exercise("9.5")
 def donations(plan: Plan) -> dict:
-    """Step index -> the input slot whose storage it computes its result into (buffer donation).
+    """Which steps may compute their result into a donated input's buffer (buffer donation).
 
-    ``plan.donated`` says which outputs replace which inputs. The output's computing
-    step (through the views that follow it, ``detach``) may take the input's storage
-    when every read of the input (or of a view of it) happens at that step or before,
-    and a read at that step is elementwise over the same shape (element ``i`` read,
-    then written).
+    ``plan.donated`` maps an output slot to an input slot whose old value the caller
+    drops (a parameter's new value replaces the parameter): the output *may* be written
+    into that input's storage instead of a fresh buffer, when that is safe. The
+    output's *computing step* is the step that makes the output slot, or, when that
+    step is a view (:func:`~minitorch.memory.planner.is_view`), the step that makes
+    the view's first argument, followed back through views. A step *reads* input slot
+    ``i`` when one of its ``args`` is ``i`` or a view of ``i`` (views of views included).
+    The donation of ``o -> i`` is safe, with ``j`` the index of ``o``'s computing step
+    ``st`` and ``spec`` the output slot's own spec (the view's, when ``o`` is one), when:
+
+    * ``o`` has a computing step (an output that is an input, a constant, or a view of
+      one, has none);
+    * no step after ``j`` reads ``i`` (its old values are dead once ``st`` runs);
+    * ``st.spec`` has ``spec``'s size and dtype;
+    * if ``st`` itself reads ``i``: every such argument is ``i`` itself (not a view of
+      it), ``st`` reads in place (:func:`reads_in_place`: element ``k`` is read only to
+      write element ``k``) and ``st.spec.shape == spec.shape``.
+
+    Return ``{j: (i, spec.shape)}`` for each safe donation, in the order of
+    ``plan.donated``; ``{}`` when nothing is donated. Leave ``plan`` unchanged.
+
+    Example (an SGD update, ``w - 0.1 * g``, with ``w`` in slot 0 donated)::
+
+        s3 = mul(s1, s2) ; s4 = sub(s0, s3)      plan.donated == {4: 0}
+        donations(plan) == {1: (0, (3,))}        # step 1 may write into w's buffer
     """
-    if not plan.donated:
-        return {}
-    made = {st.out: (j, st) for j, st in enumerate(plan.steps)}
-    base: dict = {}  # a view's slot -> the slot whose memory it reads
-    last: dict = {}  # slot -> index of the last step reading it or a view of it
-    for j, st in enumerate(plan.steps):
-        for a in st.args:
-            last[base.get(a, a)] = j
-        if is_view(st) and st.args:
-            base[st.out] = base.get(st.args[0], st.args[0])
-    out = {}
-    for o, i in plan.donated.items():
-        s = o
-        while s in made and is_view(made[s][1]) and made[s][1].args:
-            s = made[s][1].args[0]
-        if s not in made or s in plan.inputs:
-            continue
-        j, st = made[s]
-        spec = made[o][1].spec if o in made else st.spec
-        reads = [a for a in st.args if base.get(a, a) == i]
-        if (
-            last.get(i, -1) > j
-            or st.spec.size != spec.size or st.spec.dtype != spec.dtype
-            or reads and (reads != [i] * len(reads) or not is_elementwise(st) or _views_inside(st))
-            or reads and st.spec.shape != spec.shape
-        ):  # fmt: skip
-            continue
-        out[j] = (i, spec.shape)
-    return out
+    raise NotImplementedError("Exercise 9.5: donations")
+
+
+def reads_in_place(st) -> bool:
+    """Does step ``st`` read element ``k`` of each argument only to write element ``k``?
+
+    True for an elementwise (or broadcasting) step, and for a fused group of them,
+    unless the group reads an input through a view inside it (``x + x.T``).
+    """
+    return is_elementwise(st) and not _views_inside(st)
 
 
 def _views_inside(st) -> bool:
@@ -309,7 +312,8 @@ def install(unit) -> None:
 
 def _needs(unit) -> tuple:
     extra = ("9.6",) if unit is not None and unit.options.mode == "max-autotune" else ()
-    return ("6.9", "6.10", "9.5", *extra)
+    arena = unit is None or unit.options.memory  # donation happens in the arena only
+    return ("6.9", "6.10", *(("9.5",) if arena else ()), *extra)
 
 
 register_stage(

@@ -1,37 +1,40 @@
-"""Chapter 9 (train) references: the backward graph, functionalised steps, the
-reduce-overhead code generator and the autotune cache. Same names and signatures as the stubs."""
+"""Chapter 9 (train) references: saved activations, the backward graph, functionalised
+steps, buffer donation and the autotune cache. Same names and signatures as the stubs."""
 
 from __future__ import annotations
 
+from minitorch.compile.remat import is_view as node_is_view
+from minitorch.compile.remat import node_bytes
+from minitorch.compile.runner import reads_in_place
 from minitorch.core.errors import OpError
 from minitorch.core.registry import get_op
+from minitorch.memory.planner import is_view
 
 __all__ = [
     "autotune_choice",
     "backward_graph",
-    "backward_order",
-    "plan_source",
+    "donations",
+    "saved_activations",
     "step_outputs",
     "write_back",
 ]
 
 
-def backward_order(loss, needs_grad):
-    if loss not in needs_grad:
-        return []
-    seen, post = {loss}, []
-    stack = [(loss, iter(loss.inputs))]
-    while stack:
-        node, it = stack[-1]
-        for i in it:
-            if i in needs_grad and i not in seen:
-                seen.add(i)
-                stack.append((i, iter(i.inputs)))
-                break
-        else:
-            stack.pop()
-            post.append(node)
-    return post[::-1]
+def saved_activations(graph, backward_start):
+    nodes = graph.nodes
+    if not 0 <= backward_start <= len(nodes):
+        raise ValueError(
+            f"saved_activations: backward_start {backward_start} is not between 0 and "
+            f"{len(nodes)} (the graph's nodes)"
+        )
+    owner = {}  # forward node -> the op whose buffer it names (inputs, constants: none)
+    for n in nodes[:backward_start]:
+        if node_is_view(n):
+            owner[n] = owner.get(n.inputs[0])
+        elif n.op not in ("input", "const"):
+            owner[n] = n
+    saved = {owner.get(x) for n in nodes[backward_start:] for x in n.inputs}
+    return {n: node_bytes(n) for n in nodes[:backward_start] if n in saved}
 
 
 def backward_graph(order, seed, value_of, needs_grad):
@@ -94,19 +97,35 @@ def write_back(writes, values):
             raise OpError("compile", f"unknown write-back kind {kind!r}", hint="data, grad or item")
 
 
-def plan_source(plan):
-    lines = ["def run(inputs):"]
-    if plan.inputs:
-        names = ", ".join(f"s{s}" for s in plan.inputs)
-        lines.append(f"    {names}{',' if len(plan.inputs) == 1 else ''} = inputs")
-    for slot, _ in plan.consts:
-        lines.append(f"    s{slot} = c{slot}._data")
-    for i, st in enumerate(plan.steps):
-        args = "".join(f"s{a}, " for a in st.args)
-        extra = f", **a{i}" if st.attrs else ""
-        lines.append(f"    s{st.out} = k{i}({args}out=o{i}{extra})")
-    lines.append(f"    return [{', '.join(f's{s}' for s in plan.outputs)}]")
-    return "\n".join(lines) + "\n"
+def donations(plan):
+    if not plan.donated:
+        return {}
+    made = {st.out: (j, st) for j, st in enumerate(plan.steps)}
+    base = {}  # a view's slot -> the slot whose buffer it names
+    last = {}  # slot -> index of the last step reading it (or a view of it)
+    for j, st in enumerate(plan.steps):
+        for a in st.args:
+            last[base.get(a, a)] = j
+        if is_view(st) and st.args:
+            base[st.out] = base.get(st.args[0], st.args[0])
+    out = {}
+    for o, i in plan.donated.items():
+        s = o
+        while s in made and is_view(made[s][1]) and made[s][1].args:
+            s = made[s][1].args[0]
+        if s not in made:
+            continue
+        j, st = made[s]
+        spec = made[o][1].spec
+        if last.get(i, -1) > j or st.spec.size != spec.size or st.spec.dtype != spec.dtype:
+            continue
+        reads = [a for a in st.args if base.get(a, a) == i]
+        if reads and (
+            any(a != i for a in reads) or not reads_in_place(st) or st.spec.shape != spec.shape
+        ):
+            continue
+        out[j] = (i, spec.shape)
+    return out
 
 
 def autotune_choice(cache, key, candidates, measure):

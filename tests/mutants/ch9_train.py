@@ -2,80 +2,69 @@
 
 from __future__ import annotations
 
+from minitorch.compile.remat import is_view as node_is_view
+from minitorch.compile.runner import reads_in_place
 from minitorch.core.errors import OpError
 from minitorch.core.registry import get_op
+from minitorch.memory.planner import is_view
 from solutions.reference import ch9_train as ref
 
 from . import mutant
 
-# ---------------------------------------------------------------- 9.1 backward_order
+# ---------------------------------------------------------------- 9.1 saved_activations
 
 
-@mutant("9.1", "follows every input, also those that need no grad")
-def backward_order(loss, needs_grad):
-    if loss not in needs_grad:
-        return []
-    seen, post, stack = {loss}, [], [(loss, iter(loss.inputs))]
-    while stack:
-        node, it = stack[-1]
-        for i in it:
-            if i not in seen:
-                seen.add(i)
-                stack.append((i, iter(i.inputs)))
-                break
+def _saved(graph, k, *, base_of_view=True, caller=("input", "const"), first=None,
+           size=lambda n: n.spec.size * n.spec.dtype.itemsize, check=True):  # fmt: skip
+    nodes = graph.nodes
+    if check and not 0 <= k <= len(nodes):
+        raise ValueError(f"backward_start {k} out of range")
+    base = {}
+    for n in nodes[:k]:
+        if n.op in caller:
+            base[n] = None
+        elif base_of_view and node_is_view(n):
+            base[n] = base.get(n.inputs[0]) if n.inputs else None
         else:
-            stack.pop()
-            post.append(node)
-    return post[::-1]
+            base[n] = n
+    saved = {base.get(x) for n in nodes[k if first is None else first :] for x in n.inputs}
+    return {n: size(n) for n in nodes[:k] if n in saved}
 
 
-@mutant("9.1", "returns the post-order itself: inputs before the loss")
-def backward_order_forward(loss, needs_grad):
-    if loss not in needs_grad:
-        return []
-    seen, post, stack = {loss}, [], [(loss, iter(loss.inputs))]
-    while stack:
-        node, it = stack[-1]
-        for i in it:
-            if i in needs_grad and i not in seen:
-                seen.add(i)
-                stack.append((i, iter(i.inputs)))
-                break
-        else:
-            stack.pop()
-            post.append(node)
-    return post
+@mutant("9.1", "a view read by the backward is saved itself, not the op whose buffer it names")
+def saved_activations_views(graph, backward_start):
+    return _saved(graph, backward_start, base_of_view=False)
 
 
-@mutant("9.1", "breadth-first order: a node can come before a user that is deeper")
-def backward_order_bfs(loss, needs_grad):
-    if loss not in needs_grad:
-        return []
-    out, seen, queue = [], {loss}, [loss]
-    while queue:
-        n = queue.pop(0)
-        out.append(n)
-        for i in n.inputs:
-            if i in needs_grad and i not in seen:
-                seen.add(i)
-                queue.append(i)
-    return out
+@mutant("9.1", "counts the inputs and constants the backward reads (the caller holds them)")
+def saved_activations_inputs(graph, backward_start):
+    return _saved(graph, backward_start, caller=())
 
 
-@mutant("9.1", "recursive DFS: a deep training step overflows the stack")
-def backward_order_recursive(loss, needs_grad):
-    post, seen = [], set()
+@mutant("9.1", "counts every forward op with a reader, in the forward too")
+def saved_activations_any_reader(graph, backward_start):
+    return _saved(graph, backward_start, first=0)
 
-    def visit(n):
-        if n in seen or n not in needs_grad:
-            return
-        seen.add(n)
-        for i in n.inputs:
-            visit(i)
-        post.append(n)
 
-    visit(loss)
-    return post[::-1]
+@mutant("9.1", "off by one: the node at backward_start counted as forward")
+def saved_activations_off_by_one(graph, backward_start):
+    return _saved(graph, min(backward_start + 1, len(graph.nodes)))
+
+
+@mutant("9.1", "counts elements, not bytes")
+def saved_activations_elements(graph, backward_start):
+    return _saved(graph, backward_start, size=lambda n: n.spec.size)
+
+
+@mutant("9.1", "ordered by size (largest first), not in program order")
+def saved_activations_by_size(graph, backward_start):
+    got = ref.saved_activations(graph, backward_start)
+    return dict(sorted(got.items(), key=lambda kv: -kv[1]))
+
+
+@mutant("9.1", "no ValueError: a backward_start outside the graph is clipped")
+def saved_activations_clips(graph, backward_start):
+    return _saved(graph, max(0, min(backward_start, len(graph.nodes))), check=False)
 
 
 # ---------------------------------------------------------------- 9.2 backward_graph
@@ -266,53 +255,74 @@ def write_back_off_by_one(writes, values):
             raise OpError("compile", f"unknown write-back kind {kind!r}")
 
 
-# ---------------------------------------------------------------- 9.5 plan_source
+# ---------------------------------------------------------------- 9.5 donations
 
 
-def _source(plan, const_line, attrs=True, outputs=None):
-    lines = ["def run(inputs):"]
-    if plan.inputs:
-        names = ", ".join(f"s{s}" for s in plan.inputs)
-        lines.append(f"    {names}{',' if len(plan.inputs) == 1 else ''} = inputs")
-    head = []
-    for slot, _ in plan.consts:
-        (head if const_line == "module" else lines).append(
-            f"{'' if const_line == 'module' else '    '}s{slot} = c{slot}._data"
-        )
-    for i, st in enumerate(plan.steps):
-        args = "".join(f"s{a}, " for a in st.args)
-        extra = f", **a{i}" if st.attrs and attrs else ""
-        lines.append(f"    s{st.out} = k{i}({args}out=o{i}{extra})")
-    outs = plan.outputs if outputs is None else outputs(plan)
-    lines.append(f"    return [{', '.join(f's{s}' for s in outs)}]")
-    if head:  # read once, when the module runs: stale after an update; locals need a global
-        lines.insert(1, "    global " + ", ".join(f"s{s}" for s, _ in plan.consts))
-    return "\n".join(head + lines) + "\n"
+def _donations(plan, *, later=True, through_views=True, follow=True, in_place=True,
+               same=True, own_shape=False):  # fmt: skip
+    if not plan.donated:
+        return {}
+    made = {st.out: (j, st) for j, st in enumerate(plan.steps)}
+    base, last = {}, {}
+    for j, st in enumerate(plan.steps):
+        for a in st.args:
+            last[base.get(a, a)] = j
+        if through_views and is_view(st) and st.args:
+            base[st.out] = base.get(st.args[0], st.args[0])
+    out = {}
+    for o, i in plan.donated.items():
+        s = o
+        while follow and s in made and is_view(made[s][1]) and made[s][1].args:
+            s = made[s][1].args[0]
+        if s not in made:
+            continue
+        j, st = made[s]
+        spec = made[o][1].spec
+        if later and last.get(i, -1) > j:
+            continue
+        if same and (st.spec.size != spec.size or st.spec.dtype != spec.dtype):
+            continue
+        reads = [a for a in st.args if base.get(a, a) == i]
+        if (
+            in_place
+            and reads
+            and (
+                any(a != i for a in reads) or not reads_in_place(st) or st.spec.shape != spec.shape
+            )
+        ):
+            continue
+        out[j] = (i, (st.spec if own_shape else spec).shape)
+    return out
 
 
-@mutant("9.5", "reads each constant once, when the source is compiled, not per call")
-def plan_source(plan):
-    return _source(plan, "module")
+@mutant("9.5", "donates even when a later step still reads the old value")
+def donations_later_reads(plan):
+    return _donations(plan, later=False)
 
 
-@mutant("9.5", "drops the steps' attrs (axis, keepdims...)")
-def plan_source_no_attrs(plan):
-    return _source(plan, "call", attrs=False)
+@mutant("9.5", "reads through a view are not reads: a later view of the input is missed")
+def donations_views_not_reads(plan):
+    return _donations(plan, through_views=False)
 
 
-@mutant("9.5", "returns only the last output")
-def plan_source_last_output(plan):
-    return _source(plan, "call", outputs=lambda p: p.outputs[-1:])
+@mutant("9.5", "does not follow an output's views back to the step that computes it")
+def donations_no_follow(plan):
+    return _donations(plan, follow=False)
 
 
-@mutant("9.5", "unpacks the inputs in reverse order")
-def plan_source_reversed_inputs(plan):
-    src = _source(plan, "call")
-    if len(plan.inputs) > 1:
-        names = ", ".join(f"s{s}" for s in plan.inputs)
-        rev = ", ".join(f"s{s}" for s in reversed(plan.inputs))
-        src = src.replace(f"    {names} = inputs", f"    {rev} = inputs")
-    return src
+@mutant("9.5", "lets any step that reads the input write into it (a matmul, a transpose)")
+def donations_any_read(plan):
+    return _donations(plan, in_place=False)
+
+
+@mutant("9.5", "the computing step's shape, not the output's")
+def donations_step_shape(plan):
+    return _donations(plan, own_shape=True)
+
+
+@mutant("9.5", "no size or dtype check")
+def donations_any_size(plan):
+    return _donations(plan, same=False)
 
 
 # ---------------------------------------------------------------- 9.6 autotune_choice
@@ -405,11 +415,3 @@ def backward_graph_keeps_none(order, seed, value_of, needs_grad):
             old = grads.get(i)
             grads[i] = gi if old is None or gi is None else old + gi
     return grads
-
-
-@mutant("9.5", "always writes the unpacking line: `    , = inputs` for a plan without inputs")
-def plan_source_no_inputs(plan):
-    src = ref.plan_source(plan)
-    if not plan.inputs:
-        src = src.replace("def run(inputs):\n", "def run(inputs):\n    , = inputs\n", 1)
-    return src

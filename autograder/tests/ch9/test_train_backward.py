@@ -1,4 +1,5 @@
-"""Graded tests, chapter 9 (train): the backward graph from the registry's VJPs (9.1, 9.2)."""
+"""Graded tests, chapter 9 (train): the forward values the backward keeps (9.1) and the
+backward graph from the registry's VJPs (9.2)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from hypothesis import strategies as st
 
 import minitorch
 from autograder.harness import check, graded, text
-from minitorch.compile import backward_graph, backward_order
+from minitorch.compile import backward_graph, backward_order, saved_activations
+from minitorch.core.registry import OPS, OpKind
+from minitorch.tracing.graph import Graph
 from minitorch.tracing.interpreter import interpret
 
+from .remat_suite import SUITE, build
 from .train_util import trace_with_grads
 
 
@@ -29,64 +33,121 @@ def _programs():
 # ---------------------------------------------------------------- 9.1
 
 
+def _is_view(n) -> bool:
+    op = OPS.get(n.op)
+    return op is not None and op.kind is OpKind.VIEW
+
+
+def _saved(graph, k) -> list:
+    """``[(position, bytes)]`` of the forward ops the backward reads (directly or through
+    views), in program order: computed here from the specs, never by the learner's code."""
+    nodes = graph.nodes
+    owner = {}
+    for n in nodes[:k]:
+        if n.op in ("input", "const"):
+            owner[n] = None
+        elif _is_view(n):
+            owner[n] = owner[n.inputs[0]]
+        else:
+            owner[n] = n
+    read = {owner.get(x) for n in nodes[k:] for x in n.inputs} - {None}
+    return [(i, n.spec.size * n.spec.dtype.itemsize) for i, n in enumerate(nodes[:k]) if n in read]
+
+
+def _rows(graph, got) -> list:
+    """The learner's answer as ``[(position, bytes)]`` (a key that is not a node of the graph
+    is position -1), or its type's name when it is not a dict."""
+    if not isinstance(got, dict):
+        return [type(got).__name__]
+    pos = {n: i for i, n in enumerate(graph.nodes)}
+    return [
+        (pos.get(n, -1), int(b) if isinstance(b, (int, np.integer)) else b) for n, b in got.items()
+    ]
+
+
 @graded("9.1", points=2)
-def test_order_is_reverse_topological_and_complete():
-    for fn, shapes, needs in _programs():
-        tracer, stt, xs, out = trace_with_grads(fn, shapes, needs)
-        order = backward_order(out.node, stt.grad_nodes)
-        check(order and order[0] is out.node, "9.1", "the loss comes first", order=order)
-        check(len(set(order)) == len(order), "9.1", "each node once (x * x uses x twice)")
-        pos = {n: k for k, n in enumerate(order)}
-        for n in order:
-            check(n in stt.grad_nodes, "9.1", "a node that needs no grad was visited", node=n)
-            for i in n.inputs:
-                if i in pos:
-                    check(pos[i] > pos[n], "9.1", "a node came after one of its inputs", node=n)
-        # every node the loss reaches through grad-requiring nodes is there
-        want, stack = set(), [out.node]
-        while stack:
-            n = stack.pop()
-            if n in want or n not in stt.grad_nodes:
-                continue
-            want.add(n)
-            stack.extend(n.inputs)
+def test_saved_activations_of_training_steps():
+    """The suite of 9.11 (MLPs, a norm, a GLU, attention, Adam): every step, whole."""
+    for name in SUITE:
+        graph, k = build(name)
+        before = graph.text()
+        got = _rows(graph, saved_activations(graph, k))
+        want = _saved(graph, k)
         check(
-            set(order) == want,
+            got == want,
             "9.1",
-            "missing or extra nodes",
-            value=len(order),
-            got=len(order),
-            want=len(want),
+            f"{name}: the saved activations (position in the graph, bytes), in program order",
+            value=text(got),
+            got=got,
+            expected=want,
         )
-        for x, g in zip(xs, needs):
-            check(
-                (x.node in pos) == g,
-                "9.1",
-                "an input's presence is wrong",
-                value=x.node in pos,
-                input=x.node,
-            )
+        check(graph.text() == before, "9.1", f"{name}: the graph was changed")
+
+
+def _example():
+    """The docstring's graph: ``(graph, {name: node})``."""
+    f32 = minitorch.Spec((4, 8), minitorch.float32)
+    flat = minitorch.Spec((32,), minitorch.float32)
+    g = Graph("example")
+    x = g.add_input(f32, "x")
+    e = g.add_node("exp", [x], {}, f32, "")
+    r = g.add_node("reshape", [e], {"shape": (32,)}, flat, "")
+    t = g.add_node("tanh", [e], {}, f32, "")
+    s = g.add_node("sum", [t], {}, minitorch.Spec((), minitorch.float32), "")
+    m = g.add_node("mul", [r, r], {}, flat, "")
+    m2 = g.add_node("mul", [t, x], {}, f32, "")
+    g.set_outputs([s, m, m2])
+    return g
 
 
 @graded("9.1", points=1)
-def test_order_of_a_value_without_grad_is_empty_and_deep_graphs_work():
-    tracer, stt, xs, out = trace_with_grads(lambda a: (a * 2).sum(), [(2,)], [False])
-    check(backward_order(out.node, stt.grad_nodes) == [], "9.1", "no grad needed: []")
-
-    def deep(a):
-        for _ in range(3000):
-            a = a * 1.0
-        return a.sum()
-
-    tracer, stt, xs, out = trace_with_grads(deep, [(2,)], [True])
-    order = backward_order(out.node, stt.grad_nodes)
-    check(
-        len(order) == 3002 and order[-1] is xs[0].node,
-        "9.1",
-        "a deep chain",
-        value=len(order),
-        got=len(order),
-    )
+def test_saved_activations_boundaries_views_and_errors():
+    g = _example()
+    for k, want in [(5, [(1, 128), (3, 128)]), (4, [(1, 128), (3, 128)]), (3, [(1, 128)]),
+                    (2, [(1, 128)]), (1, []), (0, []), (len(g.nodes), [])]:  # fmt: skip
+        got = _rows(g, saved_activations(g, k))
+        check(
+            got == want,
+            "9.1",
+            f"the docstring's graph split at {k} (a view of an op is its op; inputs save nothing;"
+            " the node at backward_start is in the backward)",
+            value=text(got),
+            got=got,
+            expected=want,
+        )
+    # views of views of an input, a value read twice, float64 and int64 values
+    f64, i64 = minitorch.Spec((3, 2), minitorch.float64), minitorch.Spec((6,), minitorch.int64)
+    g = Graph("views")
+    x = g.add_input(f64, "x")
+    v = g.add_node("reshape", [g.add_node("permute", [x], {"order": (1, 0)},
+                                          minitorch.Spec((2, 3), minitorch.float64), "")],
+                   {"shape": (6,)}, minitorch.Spec((6,), minitorch.float64), "")  # fmt: skip
+    a = g.add_node("neg", [x], {}, f64, "")
+    c = g.add_node("argmax", [x], {"axis": None}, minitorch.Spec((), minitorch.int64), "")
+    idx = g.add_node("cast", [v], {"dtype": minitorch.int64}, i64, "")
+    k = len(g.nodes)
+    b1 = g.add_node("mul", [a, a], {}, f64, "")
+    b2 = g.add_node("add", [v, idx], {}, minitorch.Spec((6,), minitorch.float64), "")
+    b3 = g.add_node("mul", [c, b1], {}, f64, "")
+    g.set_outputs([b2, b3])
+    got = _rows(g, saved_activations(g, k))
+    want = [(3, 48), (4, 8), (5, 48)]
+    check(got == want, "9.1", "views of an input, a value read twice, 8-byte dtypes",
+          value=text(got), got=got, expected=want)  # fmt: skip
+    for bad in (-1, len(g.nodes) + 1):
+        try:
+            saved_activations(g, bad)
+        except ValueError as e:
+            named = str(bad) in str(e) and str(len(g.nodes)) in str(e)
+            check(
+                named,
+                "9.1",
+                "the ValueError must name backward_start and the number of nodes",
+                value=bad,
+                error=str(e),
+            )
+        else:
+            check(False, "9.1", "no ValueError for a backward_start outside the graph", value=bad)
 
 
 # ---------------------------------------------------------------- 9.2
