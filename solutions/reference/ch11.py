@@ -60,7 +60,11 @@ def layer_norm_vjp(grad, x, weight, eps):
 def attention(q, k, v, causal=True, key_mask=None):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim < 2:
-            raise OpError("attention", f"{name} needs 2+ dims (..., T, D), got shape {t.shape}")
+            raise OpError(
+                "attention",
+                f"{name} needs 2+ dims (..., T, D), got shape {t.shape}",
+                hint="one sequence is (T, D): reshape a single vector to (1, D)",
+            )
     if q.shape[-1] != k.shape[-1]:
         raise OpError(
             "attention",

@@ -17,11 +17,14 @@ from .util import attention_ref, layer_norm_grads, t
 
 
 def _raises(fn, *words) -> tuple[bool, str, str]:
-    """Whether ``fn`` raises an OpError of op ``words[0]`` naming every word; its message; its op."""
+    """Whether ``fn`` raises an OpError of op ``words[0]`` naming every word, with the hint the
+    contract promises (``OpError(op, problem, hint)``); its message; its op."""
     try:
         fn()
     except OpError as e:
         msg = str(e)
+        if not e.hint:
+            return False, f"{msg} (no hint: the contract raises OpError(op, problem, hint))", e.op
         return e.op == words[0] and all(w in msg for w in words), msg, e.op
     except Exception as e:  # noqa: BLE001 - the wrong kind of error
         return False, f"{type(e).__name__}: {e}", ""
@@ -62,16 +65,19 @@ def test_scatter_add_duplicates_dtype_and_unused_rows():
 @graded("11.1", points=1)
 def test_scatter_add_errors():
     g = np.ones((2, 3))
-    for ids, words in (
-        (np.array([0, 5]), ("embedding_grad", "5")),
-        (np.array([-1, 0]), ("embedding_grad", "-1")),
-        (np.array([0, 1, 1]), ("embedding_grad", "(2, 3)", "(3,)")),
+    for grad, ids, words in (
+        (g, np.array([0, 5]), ("embedding_grad", "5")),
+        (g, np.array([0, 4]), ("embedding_grad", "4")),  # the boundary: [0, num_rows) excludes 4
+        (g, np.array([-1, 0]), ("embedding_grad", "-1")),
+        (g, np.array([0, 1, 1]), ("embedding_grad", "(2, 3)", "(3,)")),
+        (np.ones(2), np.array([0, 1]), ("embedding_grad", "(2,)")),  # grad is not (N, C)
+        (g, np.array([[0], [1]]), ("embedding_grad", "(2, 3)", "(2, 1)")),  # ids is not (N,)
     ):
-        ok, msg, op = _raises(lambda ids=ids: scatter_add_rows(g, ids, 4), *words)
+        ok, msg, op = _raises(lambda grad=grad, ids=ids: scatter_add_rows(grad, ids, 4), *words)
         check(
             ok,
             "11.1",
-            f"ids {ids.tolist()} must raise OpError naming {words}",
+            f"grad {grad.shape}, ids {ids.tolist()}, num_rows 4 must raise OpError naming {words}",
             value=text(op),
             got=msg,
         )

@@ -115,15 +115,18 @@ def test_block_sum(n, seed, ints):
 @graded("4.3", points=1)
 def test_block_sum_one_launch():
     # One launch of the kernel with several blocks: out[b] holds block b's partial sum.
-    n, threads, blocks = 3 * cb.THREADS + 5, cb.THREADS, 3
+    # threads=1 is a power of two too: the block's one thread (thread 0) writes its sum.
+    n, blocks = 3 * cb.THREADS + 5, 3
     x = np.arange(n, dtype=np.float64)
     dev = on_device(x)._data.storage
-    out = cb.cuda.device_array(blocks, dtype=np.float64)
-    cb.compiled("4.3", threads)[blocks, threads](out, dev, n)
-    partial = out.copy_to_host()
-    grid = blocks * threads
-    expected = [sum(x[i] for i in range(n) if (i % grid) // threads == b) for b in range(blocks)]
-    assert_close(partial, np.array(expected), "4.3", n=n, threads=threads, blocks=blocks)
+    for threads in (cb.THREADS, 1):
+        out = cb.cuda.device_array(blocks, dtype=np.float64)
+        out.copy_to_device(np.full(blocks, np.nan))
+        cb.compiled("4.3", threads)[blocks, threads](out, dev, n)
+        partial = out.copy_to_host()
+        grid = blocks * threads
+        expected = [sum(x[i] for i in range(n) if (i % grid) // threads == b) for b in range(blocks)]
+        assert_close(partial, np.array(expected), "4.3", n=n, threads=threads, blocks=blocks)
 
 
 # ---------------------------------------------------------------- 4.4 reduce along an axis

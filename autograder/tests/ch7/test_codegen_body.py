@@ -33,6 +33,9 @@ def test_example_non_commutative_with_constant():
     got = f(np.float32(5), np.float32(2))
     check(got == 6, "7.7", "(5 - 2) * 2 is 6", value=got, lines=lines)
     check(names[g.outputs[0]] != "a0", "7.7", "name every op's result in names", names=str(names))
+    want = ["v0 = np.float32((a0 - a1))", "v1 = np.float32((v0 * np.float32(2.0)))"]
+    check(lines == want, "7.7", "the docstring's example: op_expr per op, constants as "
+          "literal(value, node.spec.dtype)", value=text(lines), want=text(want))  # fmt: skip
     vars_ = [line.split(" = ")[0] for line in lines]
     check(vars_ == ["v0", "v1"] and names[g.outputs[0]] == "v1", "7.7",
           "v<k>: k counts the statements so far", value=text(vars_), lines=lines)  # fmt: skip

@@ -331,6 +331,16 @@ def test_reduce_rule_both_sides():
     g2.set_outputs([a2])
     got = reduce_rule(p2, r2, _grown(a2, r2))
     check(got is None, "7.3", "read only by the reduction: prologue", got=got, value=text(got))
+    g3, (z,) = graph((4, 1))
+    p3 = node(g3, "exp", z)
+    q3 = node(g3, "mul", p3, const(g3, 2.0))  # a prologue member reads p3
+    r3 = node(g3, "sum", q3, axis=1)
+    a3 = node(g3, "add", r3, node(g3, "reshape", p3, shape=(4,)))  # and the epilogue does
+    g3.set_outputs([a3])
+    group = _grown(a3, a3.inputs[1], r3, q3)
+    got = reduce_rule(p3, q3, group)
+    check(got == R.REDUCTION, "7.3", "read by a prologue member and by the epilogue",
+          got=got, value=text(got), sides=text(sorted(group.side[u] for u in p3.users)))  # fmt: skip
 
 
 # ---------------------------------------------------------------- 7.4
