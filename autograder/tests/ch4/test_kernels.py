@@ -125,7 +125,9 @@ def test_block_sum_one_launch():
         cb.compiled("4.3", threads)[blocks, threads](out, dev, n)
         partial = out.copy_to_host()
         grid = blocks * threads
-        expected = [sum(x[i] for i in range(n) if (i % grid) // threads == b) for b in range(blocks)]
+        expected = [
+            sum(x[i] for i in range(n) if (i % grid) // threads == b) for b in range(blocks)
+        ]
         assert_close(partial, np.array(expected), "4.3", n=n, threads=threads, blocks=blocks)
 
 
