@@ -30,7 +30,8 @@ def interpret(graph: Graph, *inputs):
     A plain loop over ``graph.nodes`` with an environment ``env: dict[Node, Tensor]``:
 
     * start with ``env[graph.inputs[i]] = inputs[i]`` (raise
-      ``OpError("interpret", problem)`` if the number of inputs is wrong);
+      ``OpError("interpret", problem)`` if the number of inputs is wrong, the
+      problem naming how many the graph takes and how many it got);
     * skip ``input`` nodes; a ``const`` node's value is ``node.value``;
     * any other node: ``env[node] = run_node(node, [env[i] for i in node.inputs])``
       (``run_node`` calls ``dispatch(node.op, *args, **node.attrs)``, so the

@@ -35,8 +35,8 @@ def verify_graph(graph: Graph) -> None:
 
     1. every node's inputs are defined *earlier* in ``graph.nodes`` (topological
        order) -- "uses %5 before it is defined";
-    2. every ``input`` node is listed in ``graph.inputs`` and every output in
-       ``graph.outputs`` is a node of the graph;
+    2. every ``input`` node is listed in ``graph.inputs``, and every node in
+       ``graph.inputs`` and in ``graph.outputs`` is a node of the graph;
     3. for every registry op node, ``get_op(node.op).infer(*input_specs, **node.attrs)``
        equals ``node.spec`` -- "recorded float32[2,3] but add's shape function
        gives float32[4,3]" (an ``OpError`` from ``infer`` is a failure too);

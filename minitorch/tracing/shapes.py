@@ -22,7 +22,8 @@ def infer_matmul(a: Spec, b: Spec) -> Spec:
       otherwise raise ``OpError("matmul", problem, hint)`` naming both shapes;
     * the leading (batch) dimensions ``a.shape[:-2]`` and ``b.shape[:-2]``
       broadcast together (use ``minitorch.tensor.indexing.broadcast_shape``;
-      re-raise its error as an ``OpError("matmul", ...)``);
+      re-raise its error as an ``OpError("matmul", ...)`` that keeps its
+      problem, which names the two batch shapes);
     * the result is ``batch + (a.shape[-2], b.shape[-1])``, with dtype
       ``minitorch.core.dtypes.promote(a.dtype, b.dtype)`` on ``a.device``.
 

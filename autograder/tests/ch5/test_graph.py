@@ -115,6 +115,22 @@ def test_topological_sort_is_stable_and_finds_cycles():
         'a cycle raises OpError("topological_sort", ...)',
         value=text(e.value.op),
     )
+    # a cycle further down (tanh <-> sum), after a node that is not on it
+    tanh, total = ops[1], ops[2]
+    tanh.inputs.append(total)
+    try:
+        with pytest.raises(OpError, match="cycle") as e:
+            topological_sort(ops)
+    finally:
+        tanh.inputs.pop()
+    named = set(re.findall(r"%(\w+)", str(e.value)))
+    check(
+        bool(named & {tanh.name, total.name}),
+        "5.4",
+        f"name a node on the cycle (%{tanh.name} or %{total.name}), not one before or after it",
+        value=text([e.value.op, bool(named & {tanh.name, total.name})]),
+        got=str(e.value),
+    )
 
 
 @graded("5.5", points=1)
@@ -206,11 +222,38 @@ def test_verify_checks_cond_branches():
           value=text(e.value.op))  # fmt: skip
     # an input node that is not among graph.inputs
     g = _graph()
-    g.inputs.pop()
+    w = g.inputs.pop()
     with pytest.raises(OpError, match="verify") as e:
         verify_graph(g)
     check(e.value.op == "verify", "5.5", "every input node is listed in graph.inputs",
           value=text(e.value.op))  # fmt: skip
+    check(_label(e) == f"%{w.name} (input)", "5.5", "name the input node missing from "
+          "graph.inputs", value=text(_label(e)), got=str(e.value))  # fmt: skip
+    # a graph input that is not a node of the graph
+    g = _graph()
+    g.inputs.append(minitorch.tracing.Graph().add_input(Spec((1,), minitorch.float32), "alien"))
+    with pytest.raises(OpError, match="verify") as e:
+        verify_graph(g)
+    check(
+        e.value.op == "verify" and "%alien" in str(e.value),
+        "5.5",
+        'a foreign graph input raises OpError("verify", ...) naming it (%alien)',
+        value=text([e.value.op, "%alien" in str(e.value)]),
+        got=str(e.value),
+    )
+    # the nodes after a cond node are checked too
+    g = minitorch.jit(lambda x: f(x) * 2).trace(minitorch.randn(2, 3))
+    mul = g.ops[-1]
+    mul.spec = Spec((3, 2), mul.spec.dtype)
+    with pytest.raises(OpError, match="verify") as e:
+        verify_graph(g)
+    check(
+        e.value.op == "verify" and _label(e) == f"%{mul.name} (mul)",
+        "5.5",
+        "check every node after a cond node too: name the mul whose spec is wrong",
+        value=text([e.value.op, _label(e)]),
+        got=str(e.value),
+    )
 
 
 @graded("5.6", points=2)
@@ -228,8 +271,17 @@ def test_interpret_runs_a_graph():
     )
     assert_close(got[0].numpy(), h.sum(1) + h.max(1), "5.6", rtol=1e-5)
     assert_close(got[1].numpy(), h * 3, "5.6", rtol=1e-5)
-    with pytest.raises(OpError, match="interpret"):
+    with pytest.raises(OpError, match="interpret") as e:
         interpret(g, x)
+    counts = set(re.findall(r"\d+", str(e.value.problem)))
+    check(
+        e.value.op == "interpret" and {"1", "2"} <= counts,
+        "5.6",
+        'a wrong number of inputs raises OpError("interpret", problem), the problem naming '
+        "how many the graph takes (2) and how many it got (1)",
+        value=text([e.value.op, {"1", "2"} <= counts]),
+        got=str(e.value),
+    )
 
 
 @graded("5.6", points=3)

@@ -39,6 +39,8 @@ def test_cache_key_describes_arguments():
         "a Tensor in a list names its argument",
         value=text([e.value.op, re.search(r"argument \d+", str(e.value)).group()]),
     )
+    check(bool(e.value.hint), "5.7", 'a Tensor in a list raises OpError("jit", problem, hint): '
+          "the hint says what would work", value=text(bool(e.value.hint)))  # fmt: skip
     with pytest.raises(OpError, match="argument 0") as e:
         cache_key(({"a": 1},))
     check(
@@ -47,6 +49,8 @@ def test_cache_key_describes_arguments():
         "an unhashable static names its argument",
         value=text([e.value.op, re.search(r"argument \d+", str(e.value)).group()]),
     )
+    check(bool(e.value.hint), "5.7", 'an unhashable static raises OpError("jit", problem, '
+          'hint): the hint says what would work', value=text(bool(e.value.hint)))  # fmt: skip
 
 
 @graded("5.7", points=2)
@@ -167,6 +171,14 @@ def test_cond_rejects_mismatched_branches():
         minitorch.jit(two_outputs).trace(minitorch.ones(2))
     check(e.value.op == "cond", "5.9", 'trace each branch with its name: trace_branch(false_fn, '
           'operands, "false")', value=text(e.value.op))  # fmt: skip
+
+    def two_outputs_true(x):  # and "true" for the true branch
+        return minitorch.cond(x.sum() > 0, lambda a: (a, a), lambda a: a, x)
+
+    with pytest.raises(OpError, match="true branch") as e:
+        minitorch.jit(two_outputs_true).trace(minitorch.ones(2))
+    check(e.value.op == "cond", "5.9", 'trace each branch with its name: trace_branch(true_fn, '
+          'operands, "true")', value=text(e.value.op))  # fmt: skip
 
 
 def _two_breaks(x, n):

@@ -167,10 +167,23 @@ def test_infer_matmul_examples():
     got = infer_matmul(Spec((2, 3), F64), Spec((3, 1), I64))
     check(got == Spec((2, 1), F64), "5.2", "the dtype promotes both inputs' dtypes (float64 @ "
           "int64 is float64)", value=getattr(got, "shape", None), got=got)  # fmt: skip
-    with pytest.raises(OpError, match=r"matmul.*\(2, 3\).*\(2, 3\)"):
+    got = infer_matmul(Spec((2, 3), F32), Spec((3, 4), F32))
+    check(got == Spec((2, 4), F32), "5.2", "float32 @ float32 is float32 (promote(a.dtype, "
+          "b.dtype))", value=text(str(got)), got=got)  # fmt: skip
+    got = infer_matmul(Spec((2, 3), F32, "cuda"), Spec((3, 4), F32, "cuda"))
+    check(got == Spec((2, 4), F32, "cuda"), "5.2", "the result is on a.device",
+          value=text(getattr(got, "device", None)), got=got)  # fmt: skip
+    with pytest.raises(OpError, match=r"^matmul: .*\(2, 3\).*\(2, 3\)") as e:
         infer_matmul(Spec((2, 3), F32), Spec((2, 3), F32))
-    with pytest.raises(OpError, match="matmul"):
+    check(e.value.op == "matmul" and bool(e.value.hint), "5.2", 'incompatible shapes raise '
+          'OpError("matmul", problem, hint): the hint says what would work',
+          value=text([e.value.op, bool(e.value.hint)]))  # fmt: skip
+    with pytest.raises(OpError, match="^matmul: ") as e:
         infer_matmul(Spec((2, 2, 3), F32), Spec((3, 3, 4), F32))
+    msg = str(e.value)
+    check("(2,)" in msg and "(3,)" in msg, "5.2", "batch dimensions that do not broadcast: "
+          "keep broadcast_shape's problem, which names the batch shapes (2,) and (3,)",
+          value=text(["(2,)" in msg, "(3,)" in msg]), got=msg)  # fmt: skip
 
 
 axes = st.one_of(
@@ -225,5 +238,10 @@ def test_infer_reduce_examples():
     check(e.value.op == "sum" and bool(e.value.hint), "5.3", "an axis out of range raises "
           'OpError("sum", problem, hint): the hint says which axes would work',
           value=text([e.value.op, bool(e.value.hint)]))  # fmt: skip
-    with pytest.raises(OpError, match="repeated"):
+    with pytest.raises(OpError, match="repeated") as e:
         infer_reduce(a, (1, -2))
+    check(e.value.op == "sum", "5.3", 'a repeated axis raises OpError("sum", ...)',
+          value=text(e.value.op))  # fmt: skip
+    got = infer_reduce(Spec((2, 3), F32, "cuda"), 1)
+    check(got == Spec((2,), F32, "cuda"), "5.3", "the result stays on a.device",
+          value=text(getattr(got, "device", None)), got=got)  # fmt: skip
