@@ -50,7 +50,11 @@ def infer_reduce(a, axis, keepdims=False):
                 )
             ax %= n
             if ax in axes:
-                raise OpError("sum", f"axis {ax} is repeated in {axis}")
+                raise OpError(
+                    "sum",
+                    f"axis {ax} is repeated in {axis} (a tensor with {n} dimension(s))",
+                    hint="name each axis once; -1 and n - 1 are the same axis",
+                )
             axes.append(ax)
     if keepdims:
         shape = tuple(1 if d in axes else s for d, s in enumerate(a.shape))
@@ -83,7 +87,12 @@ def topological_sort(nodes):
             if missing[u] == 0:
                 heapq.heappush(ready, (position[u], position[u]))
     if len(order) != len(nodes):
-        stuck = next(n for n in nodes if missing[n] > 0)
+        # A node left over waits on an input left over; walking back from one must repeat a
+        # node, and the first repeated node is on a cycle (the first left over may be after it).
+        stuck, seen = next(n for n in nodes if missing[n] > 0), set()
+        while stuck not in seen:
+            seen.add(stuck)
+            stuck = next(i for i in stuck.inputs if i in members and missing[i] > 0)
         raise OpError(
             "topological_sort", f"the nodes form a cycle through %{stuck.name} ({stuck.op})"
         )
