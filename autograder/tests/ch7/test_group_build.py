@@ -237,6 +237,8 @@ def test_build_fused_node_structure():
     g, (s, e, m) = _chain_graph()
     xs = inputs_for(g)
     before = outputs(g, xs)
+    for k, member in enumerate((s, e, m)):
+        member.where = f"model.py:{k + 1}"  # where each op came from, for errors and explain
     group = Group(m)
     group.add(e)
     group.add(s)
@@ -280,6 +282,12 @@ def test_build_fused_node_structure():
         "7.5",
         "subgraph inputs match the node's inputs",
     )
+    names = [sub.name, *(i.name for i in sub.inputs)]
+    check(names == ["fused_7", "x", "y"], "7.5",
+          "sub = Graph(name), one input per outside value named like it", value=text(names))  # fmt: skip
+    wheres = [f.where, *(n.where for n in sub.ops)]
+    check(wheres == ["model.py:3", "model.py:1", "model.py:2", "model.py:3"], "7.5",
+          "the node has the root's where, each copy its member's", value=text(wheres))  # fmt: skip
     check(len(sub.outputs) == 1 and sub.outputs[0].spec == f.spec, "7.5", "one output")
     check(
         interpret(sub, *xs).shape == f.spec.shape,

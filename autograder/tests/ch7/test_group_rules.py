@@ -338,6 +338,10 @@ def test_reduce_rule_both_sides():
     a3 = node(g3, "add", r3, node(g3, "reshape", p3, shape=(4,)))  # and the epilogue does
     g3.set_outputs([a3])
     group = _grown(a3, a3.inputs[1], r3, q3)
+    w = node(g3, "exp", node(g3, "reshape", z, shape=(4,)))
+    b3 = node(g3, "mul", a3, w)  # w is read by the epilogue only: fine
+    got = reduce_rule(w, b3, _grown(b3, a3, a3.inputs[1], r3, q3))
+    check(got is None, "7.3", "read only by the epilogue", got=got, value=text(got))
     got = reduce_rule(p3, q3, group)
     check(got == R.REDUCTION, "7.3", "read by a prologue member and by the epilogue",
           got=got, value=text(got), sides=text(sorted(group.side[u] for u in p3.users)))  # fmt: skip
