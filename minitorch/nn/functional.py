@@ -56,7 +56,9 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     Raise ``OpError("cross_entropy", ...)`` when ``logits`` is not 2-D or
     ``targets`` is not of shape ``(N,)``, naming both shapes; also when
     ``targets`` is not an integer tensor or (eager tensors only) holds a class
-    outside ``[0, C)``: a wrong target must not quietly give a loss.
+    outside ``[0, C)``: a wrong target must not quietly give a loss. A tensor
+    whose type defines ``__minitorch_dispatch__`` (chapter 5's traced tensors)
+    is not eager: it has a shape, a dtype and a device but no values to read.
 
     Example:
         >>> logits = minitorch.tensor([[0.0, 0.0], [0.0, 0.0]])

@@ -141,3 +141,18 @@ def test_slice_view_index_error():
         check("7" in str(e) and "5" in str(e), "1.8", f"name the index and the size, got: {e}")
     else:
         check(False, "1.8", "an index out of range must raise OpError")
+    for key in [(4,), (1, 5), (-5,), (1, -6)]:  # just past either end: index == size, -size - 1
+        try:
+            views.slice_view((4, 5), (5, 1), 0, key)
+        except OpError as e:
+            check(e.op == "getitem", "1.8", f"raise OpError(\"getitem\", ...), got {e.op!r}",
+                  value=text(e.op), key=key)  # fmt: skip
+        else:
+            check(False, "1.8", "an index out of range must raise OpError", key=key)
+    try:  # the bad index is in dimension 2 (of size 6): the message names that dimension
+        views.slice_view((3, 4, 6), (24, 6, 1), 0, (0, 0, 9))
+    except OpError as e:
+        check("9" in str(e) and "2" in str(e) and "6" in str(e), "1.8",
+              f"name the index (9), the dimension (2) and its size (6), got: {e}")  # fmt: skip
+    else:
+        check(False, "1.8", "an index out of range must raise OpError", key=(0, 0, 9))

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 import minitorch
 from autograder.harness import assert_close, check, graded, text
 from minitorch.core.errors import OpError
+from minitorch.core.registry import Spec
+from minitorch.core.tensor import Tensor
 from minitorch.nn import SGD, Adam, Linear, Module, Parameter, ReLU, Sequential, find_parameters
 from minitorch.nn.functional import cross_entropy, log_softmax
 from minitorch.nn.optim import adam_step, sgd_step
@@ -93,13 +95,72 @@ def test_cross_entropy_bad_shapes():
         "2.10",
         logits="zeros(2, 2)",
     )
-    with pytest.raises(OpError, match="cross_entropy"):
+    with pytest.raises(OpError, match=r"^cross_entropy: ") as e:
         cross_entropy(minitorch.zeros(3, 4), minitorch.tensor([0, 1]))
-    with pytest.raises(OpError, match="cross_entropy"):
+    check("(3, 4)" in str(e.value) and "(2,)" in str(e.value), "2.10",
+          f"name both shapes, (3, 4) and (2,): got {e.value}")  # fmt: skip
+    with pytest.raises(OpError, match=r"^cross_entropy: ") as e:
         cross_entropy(minitorch.zeros(4), minitorch.tensor([0]))
-    for targets in ([0, 3], [-1, 0]):  # class indices outside [0, 3)
+    check("(4,)" in str(e.value), "2.10", f"name the logits' shape (4,): got {e.value}")
+    for targets in ([0, 3], [-1, 0], [0.0, 1.0]):  # outside [0, 3); not an integer tensor
         with pytest.raises(OpError, match=r"^cross_entropy: "):
             cross_entropy(minitorch.zeros(2, 3), minitorch.tensor(targets))
+
+
+class _Traced(Tensor):
+    """A tensor with a shape, a dtype and a device but no values, as chapter 5's traced ones:
+    its type takes over dispatch, and each op on it only infers its result's spec."""
+
+    def __init__(self, spec: Spec):  # no super().__init__: no data
+        self._spec, self.device = spec, spec.device
+        self.requires_grad, self.grad, self._node, self.name = False, None, None, None
+
+    shape = property(lambda self: self._spec.shape)
+    dtype = property(lambda self: self._spec.dtype)
+    size = property(lambda self: self._spec.size)
+
+    def numel(self) -> int:
+        return self._spec.size
+
+    @property
+    def _data(self):
+        raise _ReadValues("read the values of a traced tensor")
+
+    def detach(self) -> Tensor:
+        return _Traced(self._spec)
+
+    @classmethod
+    def __minitorch_dispatch__(cls, op, inputs: tuple, attrs: dict):
+        specs = [x._spec if isinstance(x, _Traced) else Spec(x.shape, x.dtype, x.device)
+                 for x in inputs]  # fmt: skip
+        return cls(op.infer(*specs, **op.bind(attrs, specs)))
+
+
+class _ReadValues(Exception):
+    pass
+
+
+@graded("2.10", points=1)
+def test_cross_entropy_of_traced_tensors():
+    """Eager tensors only: a traced target has no values to check; the one-hot classes are
+    made on the logits' device (here cuda, which only infers specs: no kernel runs)."""
+    f64, i64 = minitorch.float64, minitorch.int64
+    cases = [
+        ("eager logits, traced targets", t64(np.zeros((2, 3))), _Traced(Spec((2,), i64))),
+        ("traced cuda logits and targets", _Traced(Spec((2, 3), f64, "cuda")),
+         _Traced(Spec((2,), i64, "cuda"))),
+    ]  # fmt: skip
+    for what, logits, targets in cases:
+        try:
+            loss = cross_entropy(logits, targets)
+            got = (loss.shape, loss.dtype.name, loss.device)
+        except _ReadValues as e:
+            got = f"{e}: check the class range of eager tensors only"
+        except OpError as e:
+            got = f"OpError: {e}"
+        check(got == ((), "float64", logits.device), "2.10",
+              f"{what}: expected a 0-d float64 loss on {logits.device}, got {got}",
+              value=text(got))  # fmt: skip
 
 
 # ---------------------------------------------------------------- 2.11
@@ -141,6 +202,11 @@ def test_find_parameters_walks_modules_lists_and_dicts():
     names = [n for n, _ in find_parameters(top)]
     want = ["0.weight", "0.bias", "1.w", "2.0"]
     check(names == want, "2.11", f"a list at the top level (prefix \"\"): got {names}, expected "
+          f"{want}: names have no leading dot", value=text(names))  # fmt: skip
+    top = {"w": Parameter([1.0]), "extra": [Parameter([2.0])]}
+    names = [n for n, _ in find_parameters(top)]
+    want = ["w", "extra.0"]
+    check(names == want, "2.11", f"a dict at the top level (prefix \"\"): got {names}, expected "
           f"{want}: names have no leading dot", value=text(names))  # fmt: skip
 
 
@@ -237,16 +303,15 @@ def _np_adam(p, grads, lr, b1, b2, eps, wd):
 
 
 @graded("2.13", points=2)
-@given(wd=st.sampled_from([0.0, 0.01]), data=st.data())
-def test_adam_steps_match_numpy(wd, data):
+@given(wd=st.sampled_from([0.0, 0.01]), eps=st.sampled_from([1e-8, 0.5]), data=st.data())
+def test_adam_steps_match_numpy(wd, eps, data):
     p0 = data.draw(values((3,)))
     grads = [data.draw(values((3,))) for _ in range(4)]
     p, m, v = t64(p0), t64(np.zeros(3)), t64(np.zeros(3))
     for t, g in enumerate(grads, start=1):
-        p, m, v = adam_step(p, t64(g), m, v, t, 0.01, 0.9, 0.999, 1e-8, wd)
-    assert_close(
-        p.numpy(), _np_adam(p0, grads, 0.01, 0.9, 0.999, 1e-8, wd), "2.13", weight_decay=wd, p0=p0
-    )
+        p, m, v = adam_step(p, t64(g), m, v, t, 0.01, 0.9, 0.999, eps, wd)
+    want = _np_adam(p0, grads, 0.01, 0.9, 0.999, eps, wd)
+    assert_close(p.numpy(), want, "2.13", weight_decay=wd, eps=eps, p0=p0)
 
 
 @graded("2.13", points=3)
