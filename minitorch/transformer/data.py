@@ -79,7 +79,8 @@ def bucket_batches(
     their first index.
 
     Raise ``OpError("bucket_batches", problem, hint)`` when ``batch_size`` or
-    ``multiple`` is not a positive int, or a length is below 1 (name it).
+    ``multiple`` is not a positive int (name the argument), or a length is below 1
+    (name the sequence's length).
 
     Example:
         >>> bucket_batches([5, 16, 17, 3, 9], batch_size=2, multiple=8)

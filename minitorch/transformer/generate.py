@@ -34,7 +34,8 @@ def sample_next(logits: np.ndarray, temperature: float, top_k, u: float) -> int:
 
     Raise ``OpError("sample_next", problem, hint)`` when ``logits`` is not 1-D
     and non-empty, ``temperature`` is negative, ``top_k`` is not None or a
-    positive int, or ``u`` lies outside ``[0, 1)``.
+    positive int, or ``u`` lies outside ``[0, 1)``; the problem names the argument
+    (``logits``' shape).
 
     Example:
         >>> sample_next(np.log(np.array([0.5, 0.25, 0.25])), 1.0, None, 0.6)

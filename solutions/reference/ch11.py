@@ -199,7 +199,11 @@ def layer_norm_kernel(threads, max_cols):
 
 def _positive(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise OpError("bucket_batches", f"{name} must be a positive int, got {value!r}")
+        raise OpError(
+            "bucket_batches",
+            f"{name} must be a positive int, got {value!r}",
+            hint=f"for example {name}=8",
+        )
 
 
 def bucket_batches(lengths, batch_size, multiple):
@@ -225,7 +229,11 @@ def bucket_batches(lengths, batch_size, multiple):
 def sample_next(logits, temperature, top_k, u):
     logits = np.asarray(logits, dtype=np.float64)
     if logits.ndim != 1 or logits.size == 0:
-        raise OpError("sample_next", f"logits must be 1-D and non-empty, got shape {logits.shape}")
+        raise OpError(
+            "sample_next",
+            f"logits must be 1-D and non-empty, got shape {logits.shape}",
+            hint="one logit per token: logits[0, -1] of the model's output",
+        )
     if not temperature >= 0:
         raise OpError(
             "sample_next", f"temperature must be >= 0, got {temperature}", hint="0: greedy"
@@ -233,9 +241,15 @@ def sample_next(logits, temperature, top_k, u):
     if top_k is not None and (
         isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1
     ):
-        raise OpError("sample_next", f"top_k must be None or a positive int, got {top_k!r}")
+        raise OpError(
+            "sample_next",
+            f"top_k must be None or a positive int, got {top_k!r}",
+            hint="None keeps every token",
+        )
     if not 0 <= u < 1:
-        raise OpError("sample_next", f"u must lie in [0, 1), got {u}")
+        raise OpError(
+            "sample_next", f"u must lie in [0, 1), got {u}", hint="rng.random() draws one"
+        )
     if temperature == 0:
         return int(np.argmax(logits))
     z = logits / temperature
