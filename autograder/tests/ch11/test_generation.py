@@ -121,6 +121,7 @@ def test_sample_next_examples_and_edges():
         ((np.array([1000.0, 999.0]), 1.0, None, 0.1), 0),  # large logits: subtract the max
         ((np.array([2.0, 1.0]), 100.0, None, 0.45), 0),  # high temperature: nearly uniform
         ((np.array([2.0, 1.0]), 100.0, None, 0.51), 1),
+        ((np.zeros(2), 1.0, None, 0.5), 1),  # p[0] is exactly 0.5: it does not exceed u
         # 7 equal logits: the probabilities add up to 0.9999999999999998 < u, so rounding
         # leaves no token whose running sum exceeds u: the last kept one is drawn
         ((np.zeros(7), 1.0, None, float(np.nextafter(1.0, 0.0))), 6),
