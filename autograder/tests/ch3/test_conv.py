@@ -77,6 +77,18 @@ def test_conv2d_strided_input_view():
     x, wt = data((2, 3, 9, 7), 5), data((4, 3, 3, 3), 6)
     got = run("conv2d", view(x, "transposed"), minitorch.tensor(wt), stride=2, padding=1)
     assert_close(got, conv_oracle(x, wt, 2, 1), "3.7", rtol=1e-4, atol=1e-4, x_shape=x.shape)
+    # a kernel taller than wide: KH and KW are separate dimensions of w
+    x, wt = data((1, 2, 6, 7), 7), data((3, 2, 3, 2), 8)
+    got = run("conv2d", minitorch.tensor(x), minitorch.tensor(wt), stride=1, padding=1)
+    assert_close(
+        got,
+        conv_oracle(x, wt, 1, 1),
+        "3.7",
+        rtol=1e-4,
+        atol=1e-4,
+        x_shape=x.shape,
+        w_shape=wt.shape,
+    )
 
 
 # ---------------------------------------------------------------- 3.8, 3.9

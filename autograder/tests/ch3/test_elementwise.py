@@ -48,6 +48,29 @@ def test_map_broadcasts_into_out(small, lead, seed):
         x = data(small, seed)
         got = _map_into("neg", big, x)
         assert_close(got, -np.broadcast_to(x, big), "3.1", x=x, out_shape=big, direct=True)
+    # a lower-rank a whose shape and strides are slices of one packed int64 array: a kernel
+    # reads len(a_shape) entries of them, never what lies after (here out's own shape, strides)
+    meta, storage = _packed(seed)
+    out = np.zeros((2, 2), np.float32)
+    _kernel("3.1", "neg")(out.reshape(-1), meta[:2], meta[2:], storage, meta[:1], meta[2:3])
+    assert_close(out, -np.broadcast_to(storage[::2], (2, 2)), "3.1", a=storage[::2], packed=True)
+
+
+def _kernel(exercise, op):
+    """Exercise 3.1's or 3.2's compiled kernel for ``op``, to call directly."""
+    from minitorch.core.registry import get_op
+    from minitorch.fast import compile as jit
+    from minitorch.fast.scalars import scalar_for
+
+    return jit.elementwise(exercise, op, scalar_for(get_op(op)))
+
+
+def _packed(seed):
+    """``meta = [2, 2, 2, 1]``: ``meta[:1]``, ``meta[2:3]`` are the shape (2,) and strides (2,)
+    of ``storage[::2]``; ``meta[:2]``, ``meta[2:]`` those of a contiguous (2, 2)."""
+    from minitorch.fast.indexing import as_index_array
+
+    return as_index_array([2, 2, 2, 1]), data((4,), seed)
 
 
 def _map_into(op, out_shape, x):
@@ -114,6 +137,27 @@ def test_zip_strided_views(shape, how_a, how_b, op, seed):
 def test_zip_large_contiguous_fast_path():
     x, y = data((200_000,), 2), data((200_000,), 3)
     assert_close(run("mul", minitorch.tensor(x), minitorch.tensor(y)), x * y, "3.2", a=x[:8])
+    # out's shape and unit steps along rows, but rows padded apart (a column slice): not the
+    # fast path, whichever operand it is
+    base, y = data((2, 5), 4), data((2, 3), 5)
+    rows = minitorch.tensor(base)[:, :3]
+    for a, b, want in (
+        (rows, minitorch.tensor(y), base[:, :3] + y),
+        (minitorch.tensor(y), rows, y + base[:, :3]),
+    ):
+        assert_close(run("add", a, b), want, "3.2", base=base, b=y, sliced_rows=True)
+    # a lower-rank operand whose shape and strides are slices of one packed int64 array: a
+    # kernel reads len(shape) entries of them, never what lies after (here out's own)
+    meta, storage = _packed(6)
+    full = data((2, 2), 7)
+    kernel = _kernel("3.2", "add")
+    for first in (True, False):
+        out = np.zeros((2, 2), np.float32)
+        low = (storage, meta[:1], meta[2:3])
+        high = (full.reshape(-1), meta[:2], meta[2:])
+        kernel(out.reshape(-1), meta[:2], meta[2:], *(low + high if first else high + low))
+        want = storage[::2] + full
+        assert_close(out, want, "3.2", a=storage[::2], b=full, packed=True, lower_rank_first=first)
 
 
 # ---------------------------------------------------------------- 3.3

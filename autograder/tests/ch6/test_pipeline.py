@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 
 import minitorch
-from autograder.harness import check, graded
+from autograder.harness import check, graded, text
 from minitorch.core import registry
 from minitorch.passes import kernel_for, lower, optimize, run_plan, run_to_fixed_point
 from minitorch.passes.plan import Plan
@@ -119,6 +119,14 @@ def test_lower_numbers_slots_and_resolves_kernels_once():
         "each step reads its inputs' slots and writes its own",
         value=[out for _, out, _ in got],
         got=got,
+    )
+    check(
+        [s.node for s in plan.steps] == g.ops
+        and [s.attrs for s in plan.steps] == [n.attrs for n in g.ops],
+        "6.9",
+        "each step carries its node's attrs and the node itself (step.node: plan.txt and errors)",
+        value=text([s.node.op if s.node is not None else None for s in plan.steps]),
+        got=[(s.node, s.attrs) for s in plan.steps],
     )
     # several outputs: one output slot each, in order, duplicates and inputs included
     g = minitorch.jit(lambda x: ((y := x.exp()), x, y)).trace(x)

@@ -68,6 +68,38 @@ def test_apply_patterns_first_match_counts_and_sweeps():
         calls=seen,
     )
     check(counts == {"first": 3}, "6.5", "count every change", value=text(counts), got=counts)
+    # a pattern that declines (returns None) passes the node on to the next one in the table
+    tried = []
+    decline = Pattern("decline", "exp", lambda n: tried.append("decline") or None)
+    take = Pattern("take", "exp", lambda n: tried.append("take") or n)
+    counts = apply_patterns(g2, [decline, take], max_sweeps=2)
+    check(
+        counts == {"take": 2} and tried == ["decline", "take"] * 2,
+        "6.5",
+        "a pattern that returns None does not win: offer the node to the next pattern",
+        value=text((counts, tried)),
+        got=counts,
+        calls=tried,
+    )
+    # a sweep in which nothing matched is the fixed point: no second sweep
+    tried.clear()
+    counts = apply_patterns(g2, [decline])
+    check(
+        counts == {} and tried == ["decline"],
+        "6.5",
+        "stop after a sweep that changed nothing (the live exp node is offered once)",
+        value=text(tried),
+        calls=tried,
+    )
+    # a pattern that always rewrites in place never reaches a fixed point: max_sweeps=10 bounds it
+    counts = apply_patterns(g2, [first])
+    check(
+        counts == {"first": 10},
+        "6.5",
+        "at most max_sweeps sweeps, 10 by default (one live exp node, rewritten once a sweep)",
+        value=text(counts),
+        got=counts,
+    )
     none = Pattern("never", "tanh", lambda n: None)
     counts = apply_patterns(g2, [none])
     check(

@@ -395,6 +395,28 @@ def test_inplace_rules():
     check(got is None, "8.6", "s1 is read again at step 2: writing over it clobbers it", got=got)
     got = inplace_source(plan, 2, _owner(liveness(plan)))
     check(got == 1, "8.6", "the first qualifying argument", value=got, got=got, expected=1)
+    # s4 = where(s3, s1, s2) with s3 = permute(s1): s1 is refused (s3, another argument, is
+    # a view of its buffer) but the next argument, s2, still qualifies
+    sq, bools = (3, 3), np.dtype(bool)
+    plan = _plan(
+        [
+            ("gt", [0, 0], sq, bools),
+            ("lt", [0, 0], sq, bools),
+            ("permute", [1], sq, bools),
+            ("where", [3, 1, 2], sq, bools),
+        ],
+        outputs=[4],
+        shape=sq,
+    )
+    got = inplace_source(plan, 3, _owner(liveness(plan)))
+    check(
+        got == 2,
+        "8.6",
+        "an argument refused for a view of it among the others: try the next argument",
+        value=text(got),
+        got=got,
+        expected=2,
+    )
 
 
 @graded("8.6", points=2)
@@ -505,6 +527,15 @@ def test_checker_example():
         value=check_assignment(bs),
         got=check_assignment(bs),
     )
+    bs[0].offset, bs[1].offset = 64, 0  # the same, listed the other way round
+    check(
+        check_assignment(bs) == [],
+        "8.7",
+        "adjacent bytes do not overlap: [offset, offset + nbytes) is half-open",
+        value=check_assignment(bs),
+        got=check_assignment(bs),
+    )
+    bs[0].offset = 0
     bs[1].offset = 32
     check(
         check_assignment(bs) == [(2, 2)],
