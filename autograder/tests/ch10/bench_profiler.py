@@ -58,9 +58,10 @@ def _check_records(x, y):
     points=1,
     metric="off_over_no_hook",
     # the two sides run in two processes (the baseline is the course's own code): on a busy
-    # machine their fastest rounds differed by up to 1.4x for the same code, so the bands
-    # are wide: they catch an off state that costs a quarter of an op, not a few percent
-    bands=[(1.25, 1.0), (1.5, 0.5)],
+    # machine their fastest rounds differed by up to 1.4x for the same code (the references
+    # lost half a point at 1.25 in CI beside a busy process), so the bands are wide: they
+    # catch an off state that costs half an op or more, not a few percent
+    bands=[(1.5, 1.0), (2.0, 0.5)],
     higher_is_better=False,
     formula="off / no_hook",
     baseline=("no_hook",),
