@@ -200,6 +200,7 @@ class StepEntry:
         self.values: dict = {}
         self.sizes: dict = {}
         self.idents: dict = {}
+        self._guard = None
         self.grad_deps: list = []  # (k, spec or None): .grad read before the step wrote it
         self.aliases: list = []  # roles that were one tensor when traced (grad is velocity)
         self.names: list = []  # the parameters' names, for messages
@@ -209,7 +210,12 @@ class StepEntry:
     def check(self, fn, values: list, ctx) -> list[str]:
         """Why this entry does not fit the call now ([] if it does), as jit's guards say."""
         params, opts = ctx
-        reasons = guards.check((fn, values), self.values, self.sizes, self.idents, [])
+        if self._guard is None:  # the guards as code, built on the first call (see guards)
+            self._guard = guards.compile_check(self.values, self.sizes, self.idents, [])
+        if self._guard(fn, values):
+            reasons = []
+        else:
+            reasons = guards.check((fn, values), self.values, self.sizes, self.idents, [])
         for k, spec in self.grad_deps:
             g = params[k].grad
             now = None if g is None else g.spec

@@ -57,8 +57,14 @@ class TensorData:
 
     def is_contiguous(self) -> bool:
         """True when the elements sit row-major with no gaps (size-1 dims may have any stride)."""
-        expected = strides_from_shape(self.shape)
-        return all(s == e or n == 1 for s, e, n in zip(self.strides, expected, self.shape))
+        # A loop here rather than comparing with ``strides_from_shape``: this runs for
+        # every kernel argument, and the exercise's dispatch cost more than the check.
+        run = 1
+        for n, s in zip(reversed(self.shape), reversed(self.strides)):
+            if s != run and n != 1:
+                return False
+            run *= n
+        return True
 
     def as_numpy_view(self) -> np.ndarray:
         """A zero-copy numpy view of these elements (CPU only)."""

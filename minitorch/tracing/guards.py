@@ -376,3 +376,96 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
             if old != new:
                 reasons.append(f"{path_name(path)}.{what} changed from {old!r} to {new!r}")
     return reasons
+
+
+# ---------------------------------------------------------------- the guards as code
+# ``check`` walks every path and builds reasons; on the hot path (a decode step called
+# once per token) only the verdict matters. So each trace turns its guards into one
+# straight-line function, built once: every shared prefix read into a local, every
+# guard one comparison. It answers True or False; False sends the call to ``check``,
+# which says why (the same predicates, so the two cannot disagree on a verdict).
+
+_STEPS = {
+    "glob": "{x}.__globals__[{a}]",
+    "cell": "{x}.__closure__[{x}.__code__.co_freevars.index({a})].cell_contents",
+    "attr": "vars({x})[{a}]",
+    "item": "{x}[{a}]",
+    "self": "{x}.__self__",
+    "func": "{x}.__func__",
+    "method": "getattr(type({x}), {a})",
+    "jit": "{x}.fn",
+    "type": "type({x})",
+    "flag": "getattr({x}, {a})",
+}
+
+
+class _Emitter:
+    """Lines that read paths from ``(fn, args)`` into locals, each prefix once."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.consts: dict = {}
+        self.local: dict = {}
+
+    def const(self, value) -> str:
+        name = f"c{len(self.consts)}"
+        self.consts[name] = value
+        return name
+
+    def read(self, path: tuple) -> str:
+        if path in self.local:
+            return self.local[path]
+        if not path:
+            return "fn"
+        if len(path) == 1 and path[0][0] == "arg":
+            x = f"args[{int(path[0][1][0])}]"
+        else:
+            parent = self.read(path[:-1])
+            kind, arg = path[-1]
+            form = _STEPS.get(kind)
+            if form is None:  # ``resolve`` passes an unknown step by
+                return parent
+            x = form.format(x=parent, a=self.const(arg) if "{a}" in form else "")
+        name = f"v{len(self.local)}"
+        self.lines.append(f"{name} = {x}")
+        self.local[path] = name
+        return name
+
+    def build(self, body: list[str], result: str, name: str):
+        src = [f"def {name}(fn, args):", "    try:"]
+        src += [f"        {line}" for line in self.lines + body + ["pass"]]
+        src += ["    except Exception:", f"        return {'False' if result == 'True' else 'None'}"]
+        src += [f"    return {result}"]
+        scope = {"Tensor": Tensor, "tensor_guard": tensor_guard, "_fits": _fits, **self.consts}
+        exec(compile("\n".join(src), f"<minitorch {name}>", "exec"), scope)  # noqa: S102
+        return scope[name]
+
+
+def _fits(now, key) -> bool:
+    """``check``'s test of a guarded Python value, as a verdict."""
+    if isinstance(now, Tensor) or not isinstance(now, (*_SCALARS, tuple)):
+        return False
+    return value_key(now) == key
+
+
+def compile_check(values: dict, sizes: dict, idents: dict, tensors: list):
+    """``check`` as a function ``(fn, args) -> bool``: True when ``check`` would return []."""
+    e, body = _Emitter(), []
+    for path, key in values.items():
+        body.append(f"if not _fits({e.read(path)}, {e.const(key)}): return False")
+    for path, n in sizes.items():
+        body.append(f"if len({e.read(path)}) != {int(n)}: return False")
+    for path, obj in idents.items():
+        body.append(f"if {e.read(path)} is not {e.const(obj)}: return False")
+    for path, g in tensors:
+        t = e.read(path)
+        body.append(f"if not isinstance({t}, Tensor) or tensor_guard({t}) != {e.const(g)}: return False")
+    return e.build(body, "True", "guard")
+
+
+def compile_reader(feeds: list):
+    """The graph's inputs from ``(fn, args)``: an ``int`` feed is an argument, a tuple a
+    path; returns None when a path leads nowhere (the caller then asks ``resolve``)."""
+    e = _Emitter()
+    items = [f"args[{int(f)}]" if isinstance(f, int) else e.read(f) for f in feeds]
+    return e.build([], "[" + ", ".join(items) + "]", "feeds")

@@ -177,6 +177,8 @@ class Trace:
     side_effects: list[str] = field(default_factory=list)
     pass_stats: list = field(default_factory=list)  # chapter 6
     eager: str | None = None
+    _guard: object = field(default=None, repr=False, compare=False)
+    _reader: object = field(default=None, repr=False, compare=False)
 
     @property
     def graph(self) -> Graph:
@@ -184,11 +186,20 @@ class Trace:
 
     def check(self, fn, values: list, ctx=None) -> list[str]:
         """Why this trace does not fit the state ``fn`` reads now ([] if it fits)."""
+        if self._guard is None:  # the guards as code, built on the first call (see guards)
+            self._guard = guards.compile_check(self.values, self.sizes, self.idents, self.tensors)
+        if self._guard(fn, values):
+            return []
         return guards.check((fn, values), self.values, self.sizes, self.idents, self.tensors)
 
     def inputs(self, fn, values: list) -> list:
-        get = guards.resolver((fn, values))
-        return [values[f] if isinstance(f, int) else get(f) for f in self.feeds]
+        if self._reader is None:
+            self._reader = guards.compile_reader(self.feeds)
+        out = self._reader(fn, values)
+        if out is None:  # a path leads nowhere: resolve says where
+            get = guards.resolver((fn, values))
+            out = [values[f] if isinstance(f, int) else get(f) for f in self.feeds]
+        return out
 
 
 def _where(fn) -> str:
