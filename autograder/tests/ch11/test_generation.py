@@ -15,8 +15,8 @@ from minitorch.transformer import bucket_batches, sample_next
 
 
 def _raises(fn, *words) -> tuple[bool, str, str]:
-    """Whether ``fn`` raises an OpError of op ``words[0]`` naming every word (as a word:
-    ``XXtop_kXX`` does not name ``top_k``), with the hint the contract promises
+    """Whether ``fn`` raises an OpError of op ``words[0]`` whose problem names every word (as
+    a word: ``XXtop_kXX`` does not name ``top_k``), with the hint the contract promises
     (``OpError(op, problem, hint)``); its message; its op."""
     try:
         fn()
@@ -24,7 +24,9 @@ def _raises(fn, *words) -> tuple[bool, str, str]:
         msg = str(e)
         if not e.hint:
             return False, f"{msg} (no hint: the contract raises OpError(op, problem, hint))", e.op
-        named = all(re.search(rf"(?<![\w.]){re.escape(w)}(?![\w])", msg) for w in words[1:])
+        # the problem names the argument (the contract), not only the hint
+        problem = str(e.problem)
+        named = all(re.search(rf"(?<![\w.]){re.escape(w)}(?![\w])", problem) for w in words[1:])
         return e.op == words[0] and bool(named), msg, e.op
     except Exception as e:  # noqa: BLE001 - the wrong kind of error
         return False, f"{type(e).__name__}: {e}", ""

@@ -119,8 +119,9 @@ def test_topological_sort_is_stable_and_finds_cycles():
     tanh, total = ops[1], ops[2]
     tanh.inputs.append(total)
     try:
-        # sorted, and unsorted: the first node left over may be one after the cycle
-        for given in (ops, ops[::-1]):
+        # sorted, and unsorted: the first node left over may be one after the cycle; and a
+        # list that is only the cycle, where every node waits on exactly one input
+        for given in (ops, ops[::-1], [tanh, total]):
             with pytest.raises(OpError, match="cycle") as e:
                 topological_sort(given)
             named = set(re.findall(r"%(\w+)", str(e.value)))

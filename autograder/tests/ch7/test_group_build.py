@@ -173,6 +173,21 @@ def test_grow_group_recomputes_a_cheap_value():
         "same answer",
         value=after,
     )
+    # a view (cheap too) with attributes and a source location: the copy keeps both
+    g, (x, y) = graph((4, 3), (3, 4))
+    p = node(g, "permute", x, order=(1, 0))
+    p.where = "model.py:7"
+    r = node(g, "neg", node(g, "mul", p, y))
+    g.set_outputs([r, p])
+    group, refusals, recomputed = _grow(r)
+    copy = recomputed[0][1] if len(recomputed) == 1 else None
+    check(
+        copy is not None and copy.attrs == p.attrs and copy.where == p.where,
+        "7.2",
+        "the copy has the original's attrs and where (same op, inputs, attrs, spec, where)",
+        value=text(None if copy is None else [copy.op, copy.attrs, copy.where]),
+        original=[p.op, p.attrs, p.where],
+    )
 
 
 @graded("7.2", points=1)
