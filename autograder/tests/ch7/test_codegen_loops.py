@@ -73,6 +73,18 @@ def test_example_flat_and_scalar():
     got, src = _run_elementwise(datas, (), LINES, "v2", ["strided", "scalar", "strided"])
     assert_close(got, np.float32((3 - 10) * 1 - 3), "7.8", layouts="strided, scalar, strided",
                  shape=(), source=src)  # fmt: skip
+    # ndim 2, a transposed (strided) input: only the outermost loop is loop.loop
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    d = TensorData(x.reshape(-1), (4, 3), (1, 4), 0)
+    got, src = _run_elementwise([d], (4, 3), ["v0 = np.float32((-a0))"], "v0", ["strided"])
+    assert_close(got, -x.T, "7.8", layouts="strided", source=src)
+    fors = [ln.strip() for ln in src.splitlines() if ln.strip().startswith("for ")]
+    check(
+        bool(fors) and "prange(" in fors[0] and all("prange(" not in f for f in fors[1:]),
+        "7.8",
+        "only the outermost loop is loop.loop (prange); every inner loop is range",
+        source=src,
+    )
 
 
 @graded("7.8", points=3)
@@ -159,6 +171,18 @@ def test_example_row_sum_with_epilogue():
         len(fors) == 2 and "prange(" in fors[0] and "prange(" not in fors[1],
         "7.9",
         "only the outer loop over the kept axes is loop.loop (prange)",
+        source=src,
+    )
+    # two kept and two folded axes, mean: divide by the product of the folded sizes
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    got, src = _run_reduce(x, (1, 3), "mean", None, "permuted", rng)
+    assert_close(got, (x * 2).mean(axis=(1, 3)), "7.9", rtol=1e-5, atol=1e-6, axes=(1, 3),
+                 source=src)  # fmt: skip
+    fors = [ln.strip() for ln in src.splitlines() if ln.strip().startswith("for ")]
+    check(
+        bool(fors) and "prange(" in fors[0] and all("prange(" not in f for f in fors[1:]),
+        "7.9",
+        "only the outermost loop over the kept axes is loop.loop; the other loops are range",
         source=src,
     )
 
