@@ -431,11 +431,12 @@ class _Emitter:
         self.local[path] = name
         return name
 
-    def build(self, body: list[str], result: str, name: str):
+    def build(self, body: list[str], result: str, failed: str, name: str):
+        """``def name(fn, args)``: the reads and ``body``, then ``result``; ``failed`` when a
+        read raises (the slow path then says why)."""
         src = [f"def {name}(fn, args):", "    try:"]
         src += [f"        {line}" for line in self.lines + body + ["pass"]]
-        src += ["    except Exception:", f"        return {'False' if result == 'True' else 'None'}"]
-        src += [f"    return {result}"]
+        src += ["    except Exception:", f"        return {failed}", f"    return {result}"]
         scope = {"Tensor": Tensor, "tensor_guard": tensor_guard, "_fits": _fits, **self.consts}
         exec(compile("\n".join(src), f"<minitorch {name}>", "exec"), scope)  # noqa: S102
         return scope[name]
@@ -459,8 +460,9 @@ def compile_check(values: dict, sizes: dict, idents: dict, tensors: list):
         body.append(f"if {e.read(path)} is not {e.const(obj)}: return False")
     for path, g in tensors:
         t = e.read(path)
-        body.append(f"if not isinstance({t}, Tensor) or tensor_guard({t}) != {e.const(g)}: return False")
-    return e.build(body, "True", "guard")
+        g = e.const(g)
+        body.append(f"if not isinstance({t}, Tensor) or tensor_guard({t}) != {g}: return False")
+    return e.build(body, "True", "False", "guard")
 
 
 def compile_reader(feeds: list):
@@ -468,4 +470,4 @@ def compile_reader(feeds: list):
     path; returns None when a path leads nowhere (the caller then asks ``resolve``)."""
     e = _Emitter()
     items = [f"args[{int(f)}]" if isinstance(f, int) else e.read(f) for f in feeds]
-    return e.build([], "[" + ", ".join(items) + "]", "feeds")
+    return e.build([], "[" + ", ".join(items) + "]", "None", "feeds")
