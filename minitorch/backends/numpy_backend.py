@@ -19,8 +19,12 @@ from ..tensor.indexing import strides_from_shape
 from .base import Backend, register_backend
 
 
-def _wrap(array, out) -> TensorData:
-    return TensorData.wrap(np.asarray(array, dtype=out.dtype))
+def _wrap(array, out, strides=None) -> TensorData:
+    array = np.asarray(array, dtype=out.dtype)
+    if strides is not None and array.shape == out.shape and array.flags.c_contiguous:
+        # a prepared kernel knows its result's strides: no call to work them out per run
+        return TensorData(array.reshape(-1), out.shape, strides, 0)
+    return TensorData.wrap(array)
 
 
 def _casts_first(op: OpDef, out: Spec) -> bool:
@@ -34,7 +38,7 @@ def _apply(fn, arrays, out: Spec, cast: bool, dest=None, strides=None, **kw) -> 
     if cast:
         arrays = [a.astype(out.dtype, copy=False) for a in arrays]
     if dest is None:
-        return _wrap(fn(*arrays, **kw), out)
+        return _wrap(fn(*arrays, **kw), out, strides)
     target = dest.reshape(out.shape)
     same = all(getattr(a, "dtype", out.dtype) == out.dtype for a in arrays)
     if isinstance(fn, np.ufunc) and same and not kw:
