@@ -105,7 +105,10 @@ def composed(ex_id: str, helper_id: str, params: str) -> Callable:
         # a stub raising inside a parallel loop surfaces as a SystemError: say it plainly
         if _only_raises(fn):
             raise NotImplementedError(f"Exercise {i}: {fn.__name__}")
-    text = "|".join([_source(impl), _source(helper), numba.__version__, impl.__module__])
+    # both modules in the key: the machine code refers to each function's module by name, and
+    # the same text in another module (a copy of the reference) must not load this one's
+    text = "|".join([_source(impl), _source(helper), numba.__version__, impl.__module__,
+                     helper.__module__])  # fmt: skip
     digest = hashlib.sha1(text.encode()).hexdigest()[:16]
     name = f"mt_{ex_id.replace('.', '_')}_{helper_id.replace('.', '_')}_{digest}"
     pending = (njit(inline="always")(impl), njit(fastmath=True)(helper))
