@@ -121,15 +121,43 @@ def test_parallel_runner_is_installed_and_matches_sequential():
     got = jf(x)
     entry = report_dynamic.trace_for(jf, x)
     compiled = entry.compiled
-    assert isinstance(compiled.runner, parallel.ParallelRunner)
+    assert compiled.runner.way is parallel.PARALLEL
     inputs = [t._data for t in entry.inputs(jf.fn, [x])]  # x, then w1 and w2 (closure)
     want = run_plan(compiled.plan, inputs)[0].to_numpy()
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)  # small: ran sequentially
-    compiled.runner.min_elements = 0  # force the pool
-    got = compiled.runner(compiled.plan, inputs)[0].to_numpy()
+    got = parallel.run_parallel(compiled.plan, inputs, parallel.pool())[0].to_numpy()
     np.testing.assert_array_equal(got, want)  # the same kernels: bit for bit
     s = parallel.schedule(compiled.plan)
     assert s["width"] >= 1.5 and s["levels"] < s["steps"]
+
+
+def test_threads_in_an_arena_wait_for_the_buffers_they_reuse():
+    """Arena and thread pool combine: a step that reuses a buffer waits for its earlier
+    readers (``plan.after``), so many runs on the pool give the loop's answer, bit for bit."""
+    rng = np.random.default_rng(5)
+    ws = [minitorch.tensor(rng.standard_normal((64, 64)).astype(np.float32)) for _ in range(4)]
+
+    def model(x):  # four branches whose temporaries the arena reuses
+        return sum(((x @ w).relu() * 0.5 + 1.0).tanh() @ w for w in ws).sum(1)
+
+    x = T(64, 64)
+    jf = minitorch.jit(model, options=CompileOptions(parallel=True, memory=True))
+    with minitorch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(jf(x).numpy(), want, rtol=1e-4, atol=1e-4)
+    entry = report_dynamic.trace_for(jf, x)
+    runner, plan = entry.compiled.runner, entry.compiled.plan
+    assert runner.use_arena and runner.way is parallel.PARALLEL
+    runner.way = parallel.Parallel(min_width=0, min_elements=0)  # the pool, whatever the size
+    inputs = [t._data for t in entry.inputs(jf.fn, [x])]
+    seq = run_plan(plan, inputs)[0].to_numpy()
+    for _ in range(20):
+        np.testing.assert_array_equal(runner(plan, inputs)[0].to_numpy(), seq)
+    mp = runner.memory(plan)
+    assert mp.arena_bytes < mp.no_reuse_bytes  # bytes are reused ...
+    after = parallel.hazards(plan, mp)  # ... so some steps wait for more than their producers
+    deps = parallel.producers(plan)
+    assert any(set(js) - set(deps[i]) for i, js in after.items())
 
 
 def test_narrow_plans_and_numba_stay_sequential():
@@ -137,7 +165,7 @@ def test_narrow_plans_and_numba_stay_sequential():
     x = T(3, 3)
     np.testing.assert_allclose(jf(x).numpy(), np.exp(x.numpy() * 2).sum(), rtol=1e-5)
     compiled = report_dynamic.trace_for(jf, x).compiled
-    assert compiled.runner.width(compiled.plan) < compiled.runner.min_width
+    assert parallel.schedule(compiled.plan)["width"] < parallel.PARALLEL.min_width
     g = minitorch.jit(lambda x: x + 1).trace(x)
     compiled = g.compile(backend="numba", options=CompileOptions(parallel=True))
     assert compiled.runner is run_plan
@@ -153,7 +181,7 @@ def test_dynamic_and_parallel_together():
         np.testing.assert_allclose(jf(x).numpy(), want, rtol=1e-5, atol=1e-5)
     assert jf.trace_count == 2
     plan = next(iter(jf.dynamic[0].plans.values()))
-    assert isinstance(plan.runner, parallel.ParallelRunner)
+    assert plan.runner.way is parallel.PARALLEL
 
 
 def test_training_loop_with_a_dataloader_traces_once():

@@ -6,18 +6,23 @@ two branches of a model, the two matmuls of an attention head. A thread pool run
 them concurrently; that only pays because the kernels release the GIL while they
 compute (numpy's ufuncs and BLAS do, Numba kernels compiled ``nogil=True`` do).
 
-``jit(fn, options=CompileOptions(parallel=True))`` installs :class:`ParallelRunner`
-as the plan's runner. Every step writes its own slot, so the only order that
-matters is "after its producers"; results are the sequential runner's, bit for bit.
+``jit(fn, options=CompileOptions(parallel=True))`` makes the pool the executor's way
+of running the plan. Every step writes its own slot, so the only order that matters
+is "after its producers" (and, in an arena, after the earlier users of the buffer a
+step reuses); results are the sequential loop's, bit for bit.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 from ..exercises import exercise
+from ..memory import LOOP, Executor, Way
+from ..memory.planner import is_view
 from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import Plan, run_plan
 
@@ -25,9 +30,13 @@ WORKERS = int(os.environ.get("MINITORCH_THREADS", "2"))
 
 
 def producers(plan: Plan) -> list[list[int]]:
-    """For each step, the indices of the earlier steps whose results it reads (sorted)."""
-    made_by = {st.out: i for i, st in enumerate(plan.steps)}
-    return [sorted({made_by[a] for a in st.args if a in made_by}) for st in plan.steps]
+    """For each step, the indices of the earlier steps it waits for (sorted): those whose
+    results it reads, and ``plan.after``'s (in an arena, the earlier users of its buffer)."""
+    made_by, after = {st.out: i for i, st in enumerate(plan.steps)}, plan.after
+    return [
+        sorted({made_by[a] for a in st.args if a in made_by}.union(after.get(i, ())))
+        for i, st in enumerate(plan.steps)
+    ]
 
 
 @exercise("9.9")
@@ -84,54 +93,73 @@ def pool() -> ThreadPoolExecutor:
         return _pool[0]
 
 
-class ParallelRunner:
-    """A ``CompiledPlan.runner``: :func:`run_parallel` on the shared pool.
+def hazards(plan: Plan, mp) -> dict:
+    """``plan.after`` for a plan run in an arena: a step that writes a buffer waits for every
+    earlier step that read or wrote bytes of it (the arena reuses bytes in the plan's order)."""
+    owner = {s: b for b in mp.buffers for s in b.slots + b.views}
+    overlaps = {
+        b.slot: [c.slot for c in mp.buffers if c.offset < b.offset + b.nbytes
+                 and b.offset < c.offset + c.nbytes]
+        for b in mp.buffers
+    }  # fmt: skip
+    touched: dict = {}  # buffer -> earlier steps that read or wrote it
+    after = {}
+    for i, st in enumerate(plan.steps):
+        b = owner.get(st.out)
+        if b is not None and not is_view(st):
+            after[i] = {j for c in overlaps[b.slot] for j in touched.get(c, ())}
+        for s in {*st.args, st.out}:
+            if s in owner:
+                touched.setdefault(owner[s].slot, []).append(i)
+    return {i: sorted(js - {i}) for i, js in after.items() if js - {i}}
+
+
+class Parallel(Way):
+    """The executor's way of running a table on the thread pool, when that pays.
 
     Threads pay only when there is something to overlap: plans with fewer than
-    ``min_width`` steps per level, or whose steps produce fewer than
-    ``min_elements`` values in all (each hand-off to a thread costs tens of
-    microseconds), run sequentially.
+    ``min_width`` steps per level, or whose steps produce fewer than ``min_elements``
+    values in all (each hand-off to a thread costs tens of microseconds), run in
+    chapter 6's loop.
     """
 
     def __init__(self, min_width: float = 1.5, min_elements: int = 1 << 16):
+        super().__init__("run_parallel")
         self.min_width, self.min_elements = min_width, min_elements
-        self._shape: dict[int, tuple] = {}
 
-    def width(self, plan: Plan) -> float:
-        return self._measure(plan)[0]
-
-    def _measure(self, plan: Plan) -> tuple:
-        m = self._shape.get(id(plan))
-        if m is None:
-            levels = step_levels(producers(plan))
-            work = sum(st.spec.size for st in plan.steps)
-            m = self._shape[id(plan)] = (len(plan.steps) / max(len(levels), 1), work)
-        return m
-
-    def __call__(self, plan: Plan, inputs: list) -> list:
-        width, work = self._measure(plan)
-        if width < self.min_width or work < self.min_elements:
-            return run_plan(plan, inputs)
-        return run_parallel(plan, inputs, pool())
+    def make(self, table: Plan, plan: Plan, mp, dump) -> Callable[[list], list]:
+        if mp is not None:
+            table.after = hazards(table, mp)
+        s = schedule(table)
+        work = sum(st.spec.size for st in table.steps)
+        if s["width"] < self.min_width or work < self.min_elements:
+            return functools.partial(run_plan, table)
+        return lambda inputs: run_parallel(table, inputs, pool())
 
 
 def install(unit) -> None:
     """The parallel stage: the plan's independent steps run on the thread pool, when they can.
 
     Numba's default threading layer must not be entered from two threads at once, so
-    plans on the numba backend stay sequential; so do plans a memory-planning runner
-    (chapter 8) runs in a shared arena (planned for one order of the steps).
+    plans on the numba backend stay sequential; so does a plan run as one generated
+    function. In an arena, a step waits for the earlier readers of the buffer it reuses.
     """
-    compiled = unit.compiled
-    if compiled.runner is not run_plan:
-        unit.skipped["parallel"] = "the plan runs in an arena planned for one order of its steps"
-        return
     from ..backends import base as backends
 
+    compiled = unit.compiled
     if (compiled.backend or backends.current("cpu").name) == "numba":
         unit.skipped["parallel"] = "the plan runs on numba (one thread enters it at a time)"
         return
-    compiled.runner = ParallelRunner()
+    runner = compiled.runner
+    if not isinstance(runner, Executor):
+        compiled.runner = Executor(way=PARALLEL)
+    elif runner.way is LOOP:
+        runner.way = PARALLEL
+    else:
+        unit.skipped["parallel"] = f"the plan runs as {runner.way.name}"
+
+
+PARALLEL = Parallel()
 
 
 register_stage(
@@ -148,7 +176,7 @@ register_stage(
 
 def _explain(unit) -> list[str]:
     c = unit.compiled
-    if not isinstance(c.runner, ParallelRunner):
+    if not isinstance(getattr(c.runner, "way", None), Parallel):
         return []
     s = schedule(c.plan)
     return [f"Parallel: {s['steps']} steps in {s['levels']} levels (width {s['width']:.2f})"]

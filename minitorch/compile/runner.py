@@ -12,20 +12,15 @@ dumped as ``runner.py`` next to the plan) so that it can be read.
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import Callable
 
-import numpy as np
-
 from ..core.registry import OpKind, get_op
 from ..exercises import exercise
-from ..memory import ArenaRunner
-from ..memory.planner import is_elementwise, is_view
+from ..memory import Executor, Way
+from ..memory.planner import is_elementwise
 from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import Plan
-from ..tensor.data import TensorData
-from ..tensor.indexing import strides_from_shape
 
 
 def plan_source(plan: Plan) -> str:
@@ -56,18 +51,16 @@ def plan_source(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_function(plan: Plan, dump: str | None = None, kernels=None) -> Callable[[list], list]:
+def build_function(plan: Plan, dump: str | None = None) -> Callable[[list], list]:
     """Compile :func:`plan_source` with the plan's kernels, specs and constants as globals.
 
-    ``kernels`` replaces the steps' kernels (chapter 8: the same kernels bound to
-    their places in an arena).
+    The executor passes its table: the plan with every kernel bound to its place in
+    the arena (chapter 8), so the generated lines stay ``s4 = k0(s0, s1, out=o0)``.
     """
     source = plan_source(plan)
     env: dict = {}
     for i, st in enumerate(plan.steps):
         env[f"k{i}"], env[f"o{i}"], env[f"a{i}"] = st.kernel, st.spec, st.attrs
-        if kernels is not None:
-            env[f"k{i}"] = kernels[i]
     for slot, tensor in plan.consts:
         env[f"c{slot}"] = tensor
     name = f"<minitorch plan {id(plan):x}>"
@@ -82,109 +75,14 @@ def build_function(plan: Plan, dump: str | None = None, kernels=None) -> Callabl
     return fn
 
 
-def generated_runner(plan: Plan, inputs: list) -> list:
-    """A ``CompiledPlan.runner``: the plan's generated function, made on first use."""
-    fn = plan.__dict__.get("_generated")
-    if fn is None:
-        fn = plan._generated = build_function(plan)
-    return fn(inputs)
+def _make_generated(table: Plan, plan: Plan, mp, dump: str | None) -> Callable[[list], list]:
+    fn = build_function(table, dump)
+    plan._generated = fn  # the function that runs (chapter 9's overhead benchmark times it)
+    return fn
 
 
-class GeneratedArenaRunner(ArenaRunner):
-    """The generated function running inside chapter 8's arena, kept between calls.
-
-    Each kernel is bound once to its place in the arena and to the places its inputs
-    always have (``kernel.bind``), so the generated lines stay ``s4 = k0(s0, s1,
-    out=o0)`` while a call passes no layouts and wraps no arrays; outputs are copied
-    out of the arena, as :class:`~minitorch.memory.ArenaRunner` does.
-    """
-
-    __name__ = "generated_runner"  # what explain prints: the generated function runs
-
-    def __init__(self, inplace: bool, dump: str | None = None):
-        super().__init__(inplace=inplace, keep=True)
-        self.dump, self._fn, self._bound_to, self._plan = dump, None, None, None
-        self._fns: dict = {}  # id(plan) -> (plan, its function bound to the arena, finish)
-
-    def __call__(self, plan: Plan, inputs: list) -> list:
-        if plan is self._plan and self.arena is not None:  # the steady state: no checks
-            return self._finish(self._fn(self._take(inputs)))
-        mp, owner = self._prepare(plan)
-        dests = self._views(plan, mp, owner)
-        if self._bound_to is not dests:  # a new arena: every function binds again
-            self._fns, self._bound_to = {}, dests
-        made = self._fns.get(id(plan))
-        if made is None or made[0] is not plan:  # the plan, or its profiled copy (chapter 10)
-            donate = donations(plan)
-            owned = {j: np.empty(plan.steps[j].spec.size, plan.steps[j].spec.dtype) for j in donate}
-            take, given = _taker(plan, donate, owned)
-            kernels, fixed = bind_steps(plan, dests, owned, given)
-            fn = build_function(plan, self.dump, kernels)
-            made = self._fns[id(plan)] = (plan, fn, self._finisher(plan, fixed, mp), take)
-            plan._generated = fn
-        _, self._fn, self._finish, self._take = made
-        self._plan = plan
-        return self._finish(self._fn(self._take(inputs)))
-
-    def _finisher(self, plan: Plan, fixed: dict, mp) -> Callable:
-        """What happens to the outputs after each call, decided once from where they live."""
-        outputs, made, arena = plan.outputs, {st.out: st for st in plan.steps}, self.arena
-        # outputs in the arena are copied out (the caller keeps them); donated ones stay
-        copy = [
-            k
-            for k, s in enumerate(outputs)
-            if s in fixed and np.shares_memory(fixed[s].storage, arena)
-        ]
-        # a kernel that takes ``dest=`` allocates its result when given none; others may
-        # return (a view of) an argument, which is checked on each call
-        check = [
-            k
-            for k, s in enumerate(outputs)
-            if s in made and s not in fixed and not getattr(made[s].kernel, "writes_into", False)
-        ]
-        nbytes = mp.arena_bytes + sum(
-            made[s].spec.size * np.dtype(made[s].spec.dtype).itemsize
-            for k, s in enumerate(outputs)
-            if s in made and k not in check and (s not in fixed or k in copy)
-        )
-
-        def finish(outs: list) -> list:
-            extra = 0
-            for k in copy:  # the caller keeps outputs; the next call reuses the arena
-                outs[k] = TensorData.from_numpy(outs[k].as_numpy_view())
-            for k in check:
-                d = outs[k]
-                if d.storage.size and np.may_share_memory(d.storage, arena):
-                    outs[k] = d = TensorData.from_numpy(d.as_numpy_view())
-                extra += d.storage.nbytes
-            self.peak_bytes = nbytes + extra
-            return outs
-
-        return finish
-
-
-def bind_steps(plan: Plan, dests: list, donated=None, given=None) -> tuple[list, dict]:
-    """Each step's kernel bound to its destination, and the slots whose data never changes.
-
-    A slot is *fixed* when it holds the same ``TensorData`` on every call: a place in the
-    arena or a donated buffer (``donated``: step index -> its 1-D array), or a view of
-    one (computed here once); ``given`` adds input slots (a donated input is in its
-    buffer on every call). A kernel with ``bind(dest, fixed)`` gets the fixed
-    ``TensorData`` of each of its arguments (``None`` for the others).
-    """
-    fixed: dict = dict(given or {})
-    kernels = []
-    for j, (st, dest) in enumerate(zip(plan.steps, dests)):
-        args = [fixed.get(a) for a in st.args]
-        if is_view(st):
-            kernels.append(_fixed_view(st, args, fixed))
-            continue
-        dest = (donated or {}).get(j, dest)
-        kernels.append(_bind(st, dest, args))
-        if dest is not None:
-            shape = st.spec.shape
-            fixed[st.out] = TensorData(dest, shape, tuple(strides_from_shape(shape)), 0)
-    return kernels, fixed
+# The executor's way of running a bound table as one generated function.
+GENERATED = Way("generated", _make_generated)
 
 
 @exercise("9.5")
@@ -235,79 +133,20 @@ def _views_inside(st) -> bool:
     return sub is not None and any(get_op(n.op).kind is OpKind.VIEW for n in sub.ops)
 
 
-def _taker(plan: Plan, donate: dict, owned: dict) -> tuple:
-    """The inputs of a call with each donated one in its step's own buffer (and those
-    inputs' ``TensorData``, the same on every call).
-
-    After the first call the parameter (or optimizer buffer) already lives there: the
-    write-back installed the output computed into it. Otherwise (the first call, or new
-    values assigned since) its values are copied in once.
-    """
-    if not donate:
-        return (lambda inputs: inputs), {}
-    where = {s: k for k, s in enumerate(plan.inputs)}
-    swaps, given = [], {}
-    for j, (i, shape) in donate.items():
-        buf = owned[j]
-        td = given[i] = TensorData.contiguous(buf, shape)
-        swaps.append((where[i], buf, td, buf.reshape(shape)))
-
-    def take(inputs: list) -> list:
-        for k, buf, td, target in swaps:
-            d = inputs[k]
-            if d.storage is not buf or d.offset or d.strides != td.strides:
-                np.copyto(target, d.as_numpy_view().reshape(target.shape))
-                inputs[k] = td
-        return inputs
-
-    return take, given
-
-
-def _fixed_view(st, args: list, fixed: dict) -> Callable:
-    """A view of fixed arguments is computed once, unless its kernel copied (``reshape``)."""
-    if not args or any(a is None for a in args):
-        return st.kernel
-    r = st.kernel(*args, out=st.spec, **st.attrs)
-    if not np.shares_memory(r.storage, args[0].storage):
-        return st.kernel
-    fixed[st.out] = r
-    return lambda *_, out=None, **attrs: r
-
-
-def _bind(st, dest, args: list):
-    """``st.kernel`` writing its result into ``dest`` (its place in the arena), or as is."""
-    bind = getattr(st.kernel, "bind", None)
-    bound = bind(dest, args) if bind is not None else None
-    if bound is not None or dest is None:
-        return bound or st.kernel
-    if getattr(st.kernel, "writes_into", False):
-        return functools.partial(st.kernel, dest=dest)
-    kernel, shape = st.kernel, st.spec.shape
-    strides = tuple(strides_from_shape(shape))
-    result = TensorData(dest, shape, strides, 0)
-    target = dest.reshape(shape)
-
-    def copy_into(*args, **kw):  # a kernel that allocates: its result is copied into place
-        np.copyto(target, kernel(*args, **kw).as_numpy_view(), casting="unsafe")
-        return result
-
-    return copy_into
-
-
 def install(unit) -> None:
     """The mode stage: the plan runs as one generated function (and, for max-autotune,
-    with the matmul kernels measured fastest); inside the arena when chapter 8 planned one."""
+    with the matmul kernels measured fastest); inside the arena, with the training
+    step's buffers donated, when chapter 8 planned one."""
     compiled = unit.compiled
-    plan = compiled.plan
     if compiled.options.mode == "max-autotune":
         from .autotune import tune_plan
 
-        tune_plan(plan)
-    plan._generated = build_function(plan, unit.dump)
-    if isinstance(compiled.runner, ArenaRunner):  # options.memory: keep the arena (chapter 8)
-        compiled.runner = GeneratedArenaRunner(compiled.options.inplace, unit.dump)
+        tune_plan(compiled.plan)
+    runner = compiled.runner
+    if isinstance(runner, Executor) and runner.use_arena:  # options.memory (chapter 8)
+        runner.way, runner.donate, runner.dump = GENERATED, donations, unit.dump
     else:
-        compiled.runner = generated_runner
+        compiled.runner = Executor(way=GENERATED, dump=unit.dump)
 
 
 def _needs(unit) -> tuple:

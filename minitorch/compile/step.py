@@ -633,10 +633,11 @@ class CompiledStep(JitFunction):
 
 
 def _runner_name(runner) -> str:
-    """What runs the plan: a function's name, else the runner object's class."""
-    if runner is None:
-        return "run_plan (chapter 6)"
-    return getattr(runner, "__name__", None) or type(runner).__name__
+    """What runs the plan: chapter 6's loop, or how the executor runs it."""
+    describe = getattr(runner, "describe", None)
+    if describe is not None:
+        return describe()
+    return "run_plan (chapter 6)" if runner is None else getattr(runner, "__name__", "?")
 
 
 class StepReport:

@@ -1,7 +1,8 @@
 """Chapter 8: memory planning. Lives of buffers, one arena, and what eager mode allocates."""
 
-from .arena import ArenaRunner, MemoryPlan, bind_views, new_arena, plan_memory
+from .arena import MemoryPlan, bind_views, new_arena, plan_memory
 from .eager import memory_summary, temp_allocator, track_memory
+from .executor import LOOP, Executor, Way, bind_steps
 from .peaks import Peaks, measure_peaks, traced_peak
 from .planner import (
     ALIGNMENT,
@@ -23,10 +24,12 @@ from .report import install, timeline_png
 
 __all__ = [
     "ALIGNMENT",
-    "ArenaRunner",
     "Buffer",
+    "Executor",
+    "LOOP",
     "MemoryPlan",
     "align",
+    "bind_steps",
     "bind_views",
     "check_assignment",
     "first_fit",
@@ -49,4 +52,5 @@ __all__ = [
     "temp_allocator",
     "timeline_png",
     "track_memory",
+    "Way",
 ]

@@ -1,10 +1,10 @@
-"""The arena: a memory plan for a whole Plan, and the runner that executes it (exercise 8.8).
+"""The arena: a memory plan for a whole Plan, and its buffers' views (exercise 8.8).
 
 ``plan_memory`` computes lives, merges in-place steps, assigns offsets
-(greedy-by-size) and checks the result. ``ArenaRunner`` is what
-``CompiledPlan.runner`` becomes with ``CompileOptions(memory=True)``: one arena
-per call (or one for the compiled object's whole life when ``keep=True``), and
-every planned step writes straight into its view of it.
+(greedy-by-size) and checks the result. With ``CompileOptions(memory=True)`` the
+executor (``executor.py``) runs a plan in one arena per call (or one for the
+compiled object's whole life when ``keep=True``), every planned step writing
+straight into its view of it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ import numpy as np
 
 from ..core.errors import OpError
 from ..exercises import exercise
-from ..tensor.data import TensorData
-from ..tensor.indexing import strides_from_shape
 from .planner import (
     ALIGNMENT,
     align,
@@ -160,104 +158,3 @@ def new_arena(nbytes: int, alignment: int = ALIGNMENT) -> np.ndarray:
     raw = np.empty(nbytes + alignment, np.uint8)
     shift = (-raw.ctypes.data) % alignment
     return raw[shift : shift + nbytes]
-
-
-class ArenaRunner:
-    """``CompiledPlan.runner`` for ``options.memory``: run a plan inside one planned arena.
-
-    Outputs never alias the arena: their kernels allocate them, and an output that
-    is a view into the arena is copied out at the end, so the caller may keep it
-    while the next call reuses the arena.
-    """
-
-    def __init__(self, inplace: bool = True, keep: bool = False):
-        self.inplace, self.keep = inplace, keep
-        self._key = self._prepared = self._layout = None
-        self.arena = None  # kept between calls when ``keep``
-        self.allocations = 0  # arenas allocated so far (stays 1 with ``keep``)
-        self.peak_bytes = 0  # last call: arena + results made outside it + outputs copied out
-
-    def memory(self, plan) -> MemoryPlan:
-        return self._prepare(plan)[0]
-
-    def _prepare(self, plan):
-        key = tuple(id(st.node) if st.node is not None else id(st.kernel) for st in plan.steps)
-        if key != self._key:
-            mp = plan_memory(plan, inplace=self.inplace)
-            owner = {s: b for b in mp.buffers for s in b.slots + b.views}
-            self._prepared, self._key, self.arena = (mp, owner), key, None
-        return self._prepared
-
-    def _views(self, plan, mp, owner) -> list:
-        if self.arena is not None and self.keep:
-            return self._dests
-        arena = new_arena(mp.arena_bytes, mp.alignment)
-        if self._layout is not None and self._layout[0] is self._prepared:
-            # the same plan again: re-slice the new arena where bind_views put each dest
-            self._dests = [
-                None if e is None else arena[e[0] : e[0] + e[1]].view(e[2]) for e in self._layout[1]
-            ]
-            self.arena, self.allocations = arena, self.allocations + 1
-            return self._dests
-        views = bind_views(arena, mp.buffers)
-        self.arena, self.allocations = arena, self.allocations + 1
-        dests, outputs, layout = [], set(plan.outputs), []
-        for st in plan.steps:
-            b = owner.get(st.out)
-            # a view's kernel makes its own view; an output is made outside the
-            # arena, since the caller keeps it (a training step returns every
-            # parameter: copying them out would cost more than the arena saves)
-            if b is None or is_view(st) or st.out in outputs:
-                dests.append(None)
-                layout.append(None)
-            else:  # its own buffer, or one it writes over in place
-                d = _typed(views[b.slot], st)
-                dests.append(d)
-                start = d.__array_interface__["data"][0] - arena.__array_interface__["data"][0]
-                layout.append((start, d.nbytes, d.dtype))
-        self._dests, self._layout = dests, (self._prepared, layout)
-        return dests
-
-    def __call__(self, plan, inputs: list) -> list:
-        mp, owner = self._prepare(plan)
-        dests = self._views(plan, mp, owner)
-        slots = [None] * plan.num_slots
-        for s, d in zip(plan.inputs, inputs):
-            slots[s] = d
-        for s, t in plan.consts:
-            slots[s] = t._data
-        extra = 0
-        for st, dest in zip(plan.steps, dests):
-            args = [slots[a] for a in st.args]
-            if dest is None:
-                r = slots[st.out] = st.kernel(*args, out=st.spec, **st.attrs)
-                rs = r.storage  # a view keeps its base's storage: the identity test is enough
-                if not any(rs is a.storage or np.may_share_memory(rs, a.storage) for a in args):
-                    extra += r.storage.nbytes  # a view that had to copy: outside the arena
-            elif getattr(st.kernel, "writes_into", False):
-                slots[st.out] = st.kernel(*args, out=st.spec, dest=dest, **st.attrs)
-            else:  # a kernel that allocates: its result is copied into its place
-                r = st.kernel(*args, out=st.spec, **st.attrs)
-                shape = st.spec.shape
-                np.copyto(dest.reshape(shape), r.as_numpy_view(), casting="unsafe")
-                slots[st.out] = TensorData(dest, shape, tuple(strides_from_shape(shape)), 0)
-        arena = self.arena
-        outs = []
-        for s in plan.outputs:
-            d = slots[s]
-            if d.storage.size and np.may_share_memory(d.storage, arena):
-                d = TensorData.from_numpy(d.as_numpy_view())
-                extra += d.storage.nbytes
-            outs.append(d)
-        self.peak_bytes = mp.arena_bytes + extra
-        if not self.keep:  # the arena dies with the call
-            self.arena = self._dests = None
-        return outs
-
-
-def _typed(view: np.ndarray, st) -> np.ndarray:
-    """The first ``out.size`` elements of ``view`` as the step's dtype (in place: same bytes)."""
-    dtype = np.dtype(st.spec.dtype)
-    if view.dtype != dtype:
-        view = view.view(np.uint8).view(dtype)
-    return view[: st.spec.size]

@@ -3,7 +3,7 @@
 *Transient* means everything a call allocates beyond what exists before it
 (parameters and inputs). The framework's own count sees op results: eager
 results through ``track_memory``, a compiled call's arena plus whatever it made
-outside it (``ArenaRunner.peak_bytes``). ``tracemalloc`` sees every numpy
+outside it (``Executor.peak_bytes``). ``tracemalloc`` sees every numpy
 allocation, kernel scratch included, and cross-checks both.
 """
 
@@ -13,8 +13,8 @@ import tracemalloc
 from dataclasses import dataclass
 
 from ..core.tensor import no_grad
-from .arena import ArenaRunner
 from .eager import track_memory
+from .report import in_arena
 
 
 @dataclass
@@ -51,7 +51,7 @@ def traced_peak(fn) -> int:
 
 def measure_peaks(fn, compiled, inputs) -> Peaks:
     """Eager ``fn(*inputs)`` against ``compiled(*inputs)`` (compiled with ``memory=True``)."""
-    if not isinstance(compiled.runner, ArenaRunner):
+    if not in_arena(compiled.runner):
         raise TypeError("measure_peaks needs a graph compiled with CompileOptions(memory=True)")
     with no_grad():
         with track_memory() as m:

@@ -8,7 +8,8 @@ import os
 from ..core import capability
 from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import MEMORY_PLANNER
-from .arena import ArenaRunner, MemoryPlan
+from .arena import MemoryPlan
+from .executor import Executor
 
 log = logging.getLogger("minitorch.memory")
 PLANNER = (*(f"8.{n}" for n in range(1, 9)), "6.9", "6.10")  # the exercises the stage runs
@@ -16,9 +17,14 @@ PLANNER = (*(f"8.{n}" for n in range(1, 9)), "6.9", "6.10")  # the exercises the
 
 def memory_plan_of(compiled) -> MemoryPlan:
     """``compiled.memory_plan()``: the arena its runner uses, or the one it would use."""
-    runner = compiled.runner if isinstance(compiled.runner, ArenaRunner) else None
-    runner = runner or ArenaRunner(inplace=compiled.options.inplace)
+    runner = compiled.runner if in_arena(compiled.runner) else None
+    runner = runner or Executor(arena=True, inplace=compiled.options.inplace)
     return runner.memory(compiled.plan)
+
+
+def in_arena(runner) -> bool:
+    """Does ``runner`` (a ``CompiledPlan.runner``) run its plan in a planned arena?"""
+    return isinstance(runner, Executor) and runner.use_arena
 
 
 def explain_lines(unit) -> list:
@@ -27,7 +33,7 @@ def explain_lines(unit) -> list:
     if compiled is None or compiled.interpreted or capability.missing(PLANNER):
         return []
     mp = compiled.memory_plan()
-    if isinstance(compiled.runner, ArenaRunner):
+    if in_arena(compiled.runner):
         return ["Memory:", f"  {mp.summary()}"]
     return ["Memory (not planned; CompileOptions(memory=True) would give):", f"  {mp.summary()}"]
 
@@ -39,11 +45,11 @@ def install(unit) -> None:
         unit.skipped["memory"] = f"the plan runs on {', '.join(compiled.devices)}"
         return
     keep = compiled.options.mode == "reduce-overhead"  # chapter 9: no allocation per call
-    compiled.runner = ArenaRunner(inplace=compiled.options.inplace, keep=keep)
+    compiled.runner = Executor(arena=True, inplace=compiled.options.inplace, keep=keep)
 
 
 def _dump(unit, folder: str) -> None:
-    if not isinstance(unit.compiled.runner, ArenaRunner):
+    if not in_arena(unit.compiled.runner):
         return
     mp = unit.compiled.memory_plan()
     with open(os.path.join(folder, "memory.txt"), "w", encoding="utf-8") as f:

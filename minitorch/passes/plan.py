@@ -54,6 +54,9 @@ class Plan:
     # output slot -> input slot whose storage it may be written into (chapter 9's
     # training steps donate the old parameters and optimizer buffers)
     donated: dict = field(default_factory=dict)
+    # step -> earlier steps it must wait for besides its producers (an arena's reuse:
+    # a step overwrites a buffer only after its earlier readers ran); for threads
+    after: dict = field(default_factory=dict)
 
     def text(self) -> str:
         lines = [f"plan: {len(self.steps)} steps over {self.num_slots} slots"]
