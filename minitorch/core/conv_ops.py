@@ -107,10 +107,6 @@ register_op(
 )
 
 
-def _pad(x: np.ndarray, p: int) -> np.ndarray:
-    return np.pad(x, ((0, 0), (0, 0), (p, p), (p, p))) if p else x
-
-
 def _windows(h: int, w: int, k: tuple[int, int], s: tuple[int, int]):
     """Every kernel offset (kh, kw) with the strided slices of the input it touches."""
     for i in range(k[0]):
@@ -122,15 +118,38 @@ def _windows(h: int, w: int, k: tuple[int, int], s: tuple[int, int]):
             )
 
 
+def _channels_first(x: np.ndarray, p: int, dtype) -> np.ndarray:
+    """``x`` (N, C, H, W) as a zero-padded (C, N, H + 2p, W + 2p) array: one copy.
+
+    Channels first, so that im2col below and the matmuls read whole rows."""
+    n, c, h, w = x.shape
+    xp = np.zeros((c, n, h + 2 * p, w + 2 * p), dtype)
+    xp[:, :, p : p + h, p : p + w] = x.transpose(1, 0, 2, 3)
+    return xp
+
+
+def _columns(xp: np.ndarray, k, stride: int, oh: int, ow: int) -> np.ndarray:
+    """im2col: one row per (channel, kh, kw), one column per output position (n, oh, ow).
+
+    The windows are a strided view of the padded input; the reshape copies them once
+    (rows of ``ow`` values), so a convolution is one BLAS matmul instead of one per offset.
+    """
+    c, n = xp.shape[:2]
+    sc, sn, sh, sw = xp.strides
+    view = np.lib.stride_tricks.as_strided(
+        xp, (c, *k, n, oh, ow), (sc, sh, sw, sn, sh * stride, sw * stride), writeable=False
+    )
+    return view.reshape(c * k[0] * k[1], n * oh * ow)
+
+
 @register_kernel("conv2d", "numpy")
 def conv2d_numpy(x, w, out, stride, padding):
-    xp, wv = _pad(_np(x), padding), _np(w)
     n, o, oh, ow = out.shape
-    acc = np.zeros((n, oh, ow, o), dtype=out.dtype)
-    for i, j, (sh, sw) in _windows(oh, ow, wv.shape[2:], (stride, stride)):
-        # (N, C, OH, OW) x (O, C) -> (N, OH, OW, O): one BLAS call per kernel offset
-        acc += np.tensordot(xp[:, :, sh, sw], wv[:, :, i, j], axes=([1], [1]))
-    return _wrap(acc.transpose(0, 3, 1, 2), out)
+    wv = _np(w).astype(out.dtype, copy=False)
+    cols = _columns(_channels_first(_np(x), padding, out.dtype), wv.shape[2:], stride, oh, ow)
+    # (O, C*K*K) @ (C*K*K, N*OH*OW): the whole convolution in one BLAS call
+    y = wv.reshape(o, cols.shape[0]) @ cols
+    return _wrap(y.reshape(o, n, oh, ow).transpose(1, 0, 2, 3), out)
 
 
 def _grad_input_infer(g: Spec, w: Spec, stride, padding, input_hw) -> Spec:
@@ -163,21 +182,32 @@ register_op(
 
 @register_kernel("conv2d_grad_input", "numpy")
 def conv2d_grad_input_numpy(g, w, out, stride, padding, input_hw):
-    gv, wv = _np(g), _np(w)
+    gv, wv = _np(g).astype(out.dtype, copy=False), _np(w).astype(out.dtype, copy=False)
     n, c, h, wd = out.shape
-    dxp = np.zeros((n, c, h + 2 * padding, wd + 2 * padding), dtype=out.dtype)
-    for i, j, (sh, sw) in _windows(gv.shape[2], gv.shape[3], wv.shape[2:], (stride, stride)):
-        dxp[:, :, sh, sw] += np.einsum("nohw,oc->nchw", gv, wv[:, :, i, j], optimize=True)
-    return _wrap(dxp[:, :, padding : padding + h, padding : padding + wd], out)
+    o, _, kh, kw = wv.shape
+    oh, ow = gv.shape[2:]
+    # each output position's gradient spread over its window, per kernel offset:
+    # (KH*KW*C, O) @ (O, N*OH*OW), then added where each offset's window sits
+    spread = wv.transpose(2, 3, 1, 0).reshape(kh * kw * c, o) @ gv.transpose(1, 0, 2, 3).reshape(
+        o, n * oh * ow
+    )
+    spread = spread.reshape(kh, kw, c, n, oh, ow)
+    dxp = np.zeros((c, n, h + 2 * padding, wd + 2 * padding), dtype=out.dtype)
+    for i, j, (sh, sw) in _windows(oh, ow, (kh, kw), (stride, stride)):
+        dxp[:, :, sh, sw] += spread[i, j]  # windows overlap, so add
+    dx = dxp[:, :, padding : padding + h, padding : padding + wd]
+    return _wrap(dx.transpose(1, 0, 2, 3), out)
 
 
 @register_kernel("conv2d_grad_weight", "numpy")
 def conv2d_grad_weight_numpy(x, g, out, stride, padding, kernel_hw):
-    xp, gv = _pad(_np(x), padding), _np(g)
-    dw = np.zeros(out.shape, dtype=out.dtype)
-    for i, j, (sh, sw) in _windows(gv.shape[2], gv.shape[3], kernel_hw, (stride, stride)):
-        dw[:, :, i, j] = np.tensordot(gv, xp[:, :, sh, sw], axes=([0, 2, 3], [0, 2, 3]))
-    return _wrap(dw, out)
+    gv = _np(g).astype(out.dtype, copy=False)
+    n, o, oh, ow = gv.shape
+    xp = _channels_first(_np(x), padding, out.dtype)
+    cols = _columns(xp, kernel_hw, stride, oh, ow)
+    # (O, N*OH*OW) @ (N*OH*OW, C*K*K): every position's window weighted by its gradient
+    dw = gv.transpose(1, 0, 2, 3).reshape(o, n * oh * ow) @ cols.T
+    return _wrap(dw.reshape(out.shape), out)
 
 
 @register_vjp("conv2d")

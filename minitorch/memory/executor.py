@@ -65,8 +65,7 @@ class Executor:
         self._extra = 0  # bytes of views that had to copy, this call
 
     def describe(self) -> str:
-        where = " in an arena" if self.use_arena else ""
-        return f"{self.way.name}{where}" + (", donated buffers" if self.donate else "")
+        return self.way.name + (" in an arena" if self.use_arena else "")
 
     def memory(self, plan: Plan) -> MemoryPlan:
         """The arena this executor uses for ``plan`` (planned once per plan)."""
