@@ -292,7 +292,7 @@ REDUCE = {
     "sum": (operator.add, 0, np.sum, "same"),
     "max": (_maximum, -math.inf, np.max, "same"),
     "min": (_minimum, math.inf, np.min, "same"),
-    "mean": (None, None, np.mean, "float"),
+    "mean": (None, 0.0, np.mean, "float"),  # a sum, divided: no fold formula of its own
 }
 for _name, (_fold, _start, _np, _rule) in REDUCE.items():
     register_op(
@@ -304,6 +304,7 @@ for _name, (_fold, _start, _np, _rule) in REDUCE.items():
         normalize=_reduce_normalize(_name),
         scalar=_fold,
         numpy=_np,
+        identity=_start,
     )
 
 

@@ -70,6 +70,7 @@ class OpDef:
     expr: str | None = None  # chapter 7: ``scalar`` as an inline template, "({0} + {1})"
     numpy: Callable | None = None  # the numpy function of the numpy backend's generic kernel
     transcendental: bool = False  # chapter 7's cost model: a libm call per element in Numba
+    identity: float | None = None  # a reduction's starting value (chapter 3's folds, chapter 7's)
     doc: str = ""
 
     def bind(self, attrs: dict, specs: list[Spec]) -> dict:

@@ -125,14 +125,11 @@ def _zip_kernel(name, scalar, fallback):
     return kernel
 
 
-_START = {"sum": 0.0, "max": -np.inf, "min": np.inf}
-
-
 def _reduce_kernel(name, scalar, fallback):
     def kernel(a, out, axis, keepdims):
         if not _floats(out, a) or a.size == 0:
             return fallback(a, out=out, axis=axis, keepdims=keepdims)
-        start = out.dtype.type(_START[name])
+        start = out.dtype.type(get_op(name).identity)
         if len(axis) == a.ndim and a.is_contiguous() and a.ndim != 1:
             a = TensorData(a.storage, (a.size,), (1,), a.offset)  # fold everything in one pass
             axis = (0,)

@@ -55,15 +55,13 @@ OWN = {
     "sub": sub,
     "mul": mul,
     "pow": pow_,
+    "sum": add,  # max and min fold with their own scalar (core/ops.py's NaN-aware maximum)
 }
-FOLDS = {"sum": add}  # max and min fold with their own scalar (core/ops.py's NaN-aware maximum)
 COMPILABLE = {"relu", "sigmoid", "log", "sqrt", "recip", "div", "maximum", "minimum", "max", "min"}
 
 
 def scalar_for(op: OpDef):
     """The plain Python function Numba compiles for ``op``, or None if it has none."""
-    if op.name in FOLDS:
-        return FOLDS[op.name]
     if op.name in OWN:
         return OWN[op.name]
     if op.name in COMPILABLE:

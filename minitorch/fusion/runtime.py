@@ -15,6 +15,7 @@ generator should not take run op by op on numpy, with the reason recorded:
 
 from __future__ import annotations
 
+import math
 import re
 from types import SimpleNamespace
 from typing import Callable
@@ -41,7 +42,15 @@ from .codegen import (
 from .exprs import calls, dtype_name, generatable
 
 PARALLEL_MIN = 1 << 16  # below this many output elements, threads cost more than they save
-FOLDS = {"sum": "0", "mean": "0.0", "max": "-math.inf", "min": "math.inf"}
+
+
+def _start_literal(op_name: str) -> str | None:
+    """A reduction's starting value (``OpDef.identity``) as source, or None without one."""
+    v = get_op(op_name).identity
+    if v is None:
+        return None
+    return ("-math.inf" if v < 0 else "math.inf") if math.isinf(v) else repr(v)
+
 
 # id(fused node) -> [node, how it runs, kernels it compiled/loaded], for explain and dumps
 DECISIONS: dict[int, list] = {}
@@ -326,7 +335,7 @@ class ReduceKernel(Generated):
         super().__init__(node)
         sub = self.sub
         reds = [n for n in sub.ops if get_op(n.op).kind == OpKind.REDUCE]
-        if len(reds) != 1 or reds[0].op not in FOLDS:
+        if len(reds) != 1 or _start_literal(reds[0].op) is None:
             raise Refuse("the generator folds exactly one sum/mean/max/min per group")
         red = self.red = reds[0]
         if node.spec.shape != red.spec.shape:
@@ -357,7 +366,7 @@ class ReduceKernel(Generated):
         self.keep = [a for a in range(len(full)) if a not in axes]
         self.perm = self.keep + list(axes)
         self.keepdims = red.attrs["keepdims"]
-        self.acc_init = FOLDS[red.op]
+        self.acc_init = _start_literal(red.op)
         if red.op == "sum" and np.dtype(red.spec.dtype).kind == "f":
             self.acc_init = "0.0"  # float64 accumulator: closer to numpy's pairwise sum
 
