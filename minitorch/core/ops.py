@@ -104,11 +104,13 @@ EXPR = {
 # Numba computes these with a scalar libm call (no SVML in pip's llvmlite): a loop over
 # them does not vectorise, numpy's ufuncs do; chapter 7's cost model keeps them on numpy.
 TRANSCENDENTAL = ("exp", "log", "tanh", "sigmoid", "pow")
+# ...except these three in float32, which fusion/vecmath.py computes with vector instructions
+VECTOR = {"exp": "vexp", "tanh": "vtanh", "sigmoid": "vsigmoid"}
 
 for _name, (_scalar, _np, _rule) in UNARY.items():
     register_op(
         _name, OpKind.ELEMENTWISE, 1, _unary_infer(_name, _rule), scalar=_scalar, numpy=_np,
-        expr=EXPR.get(_name), transcendental=_name in TRANSCENDENTAL,
+        expr=EXPR.get(_name), transcendental=_name in TRANSCENDENTAL, vector=VECTOR.get(_name),
     )  # fmt: skip
 
 

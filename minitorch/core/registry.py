@@ -71,6 +71,9 @@ class OpDef:
     numpy: Callable | None = None  # the numpy function of the numpy backend's generic kernel
     transcendental: bool = False  # chapter 7's cost model: a libm call per element in Numba
     identity: float | None = None  # a reduction's starting value (chapter 3's folds, chapter 7's)
+    vector: str | None = None  # chapter 7: the float32 function in fusion/vecmath that vectorises
+    pure: bool = True  # chapter 6: equal inputs give equal values and nothing else happens
+    fusable: bool = True  # chapter 7: False keeps the op out of every fused loop body
     doc: str = ""
 
     def bind(self, attrs: dict, specs: list[Spec]) -> dict:

@@ -8,7 +8,6 @@ from .codegen import body_lines, elementwise_source, loop_strides, reduce_source
 from .codegen_cuda import make_cuda_kernel
 from .fuse import fuse, fuse_stage
 from .group import (
-    UNFUSABLE,
     Group,
     anchor_rule,
     build_fused_node,

@@ -16,11 +16,8 @@ import math
 import numpy as np
 from numba import njit
 
-from ..core.registry import OPS, OpDef, OpKind, get_op
+from ..core.registry import OpDef, OpKind, get_op
 from ..fast.scalars import scalar_for
-
-# The registry's transcendental ops (chapter 7's cost model), as a set for reading.
-TRANSCENDENTAL = frozenset(n for n, op in OPS.items() if op.transcendental)
 
 _compiled: dict[str, object] = {}
 

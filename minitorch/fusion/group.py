@@ -17,20 +17,18 @@ Grouping edits the graph only through chapter 6's rewrite API
 from __future__ import annotations
 
 from ..core.errors import OpError  # noqa: F401  (used by the solutions)
-from ..core.registry import OPS, OpKind
+from ..core.registry import OPS, OpKind, get_op
 from ..exercises import exercise
-from ..passes.rewrite import IMPURE, replace_all_uses, set_input  # noqa: F401
+from ..passes.rewrite import replace_all_uses, set_input  # noqa: F401
 from ..tracing.graph import Graph, Node  # noqa: F401
 from . import reasons as R  # noqa: F401
 from .reasons import Refusal  # noqa: F401
 
-# Ops a user declared unfusable (e.g. to keep a numerically delicate op in its own kernel).
-UNFUSABLE: set[str] = set()
 
-
-def mark_unfusable(op_name: str) -> None:
-    """Keep ``op_name`` out of every fused group (refusals say so)."""
-    UNFUSABLE.add(op_name)
+def mark_unfusable(op_name: str, unfusable: bool = True) -> None:
+    """Keep ``op_name`` out of every fused group (``OpDef.fusable``; refusals say so), e.g.
+    a numerically delicate op in a kernel of its own; ``unfusable=False`` undoes it."""
+    get_op(op_name).fusable = not unfusable
 
 
 def kind_of(node: Node) -> OpKind | None:
@@ -48,7 +46,7 @@ def fusable_op(node: Node) -> bool:
     the higher-order nodes (cond, fused).
     """
     op = OPS.get(node.op)
-    if op is None or node.op in UNFUSABLE or node.op in IMPURE:
+    if op is None or not op.fusable or not op.pure:
         return False
     if op.kind in (OpKind.VIEW, OpKind.ANCHOR):
         return True
@@ -339,8 +337,8 @@ def detail(r: Refusal, group: Group) -> str:
     outside = [u for u in dict.fromkeys(p.users) if u not in group]
     if r.reason == R.UNFUSABLE:
         op = OPS.get(p.op)
-        if p.op in UNFUSABLE or p.op in IMPURE:
-            return "marked unfusable" if p.op in UNFUSABLE else "impure"
+        if op is not None and not (op.fusable and op.pure):
+            return "marked unfusable" if not op.fusable else "impure"
         if op is None or op.kind is OpKind.OPAQUE:
             return "opaque op"
         return "no scalar formula in the registry"

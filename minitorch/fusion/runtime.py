@@ -112,8 +112,8 @@ def module_source(key: str, sub, sources: list[str], vector: bool = False) -> st
     """
     lines = [_HEADER.format(key=key)]
     for op in calls(sub):
-        if vector and op in vecmath.VECTORISED:
-            fn = vecmath.VECTORISED[op]
+        fn = get_op(op).vector
+        if vector and fn:
             lines.append(
                 f"from minitorch.fusion.vecmath import {fn} as _f_{op}  # v{vecmath.VERSION}"
             )
@@ -134,26 +134,28 @@ class Generated:
         self.vector_math = node.attrs.get("fast_math", False) and vecmath.usable(self.sub)
         self.name = node.attrs.get("name", "fused")
         self._fns: dict[tuple, SimpleNamespace] = {}
-        self.sources: dict[tuple, str] = {}
         # (shape, strides) of every input -> kernel and stride arrays: a training step
         # calls with the same layouts every time, and for small tensors preparing the
         # arguments cost more than the loop itself
         self._args: dict[tuple, tuple] = {}
 
-    def functions(self, layouts: tuple, make_sources: Callable[[str], str]):
-        fns = self._fns.get(layouts)
+    def functions(self, layouts: tuple, make_sources: Callable[[str], str], ndim=None):
+        """The kernels for ``layouts``; ``ndim``: a loop nest of that many axes, when
+        ``merge_axes`` made it fewer than the output's rank (part of the cache key)."""
+        fns = self._fns.get((layouts, ndim))
         if fns is None:
             key = structure_key(self.sub, list(layouts))
+            if ndim is not None:
+                key += f"_{ndim}d"
             src = module_source(
                 key,
                 self.sub,
                 [make_sources("serial"), make_sources("parallel")],
                 self.vector_math,
             )
-            self.sources[layouts] = src
             module = cache.load(key, src)
-            fns = self._fns[layouts] = SimpleNamespace(
-                serial=module.serial, parallel=module.parallel, key=key, seen=set()
+            fns = self._fns[(layouts, ndim)] = SimpleNamespace(
+                serial=module.serial, parallel=module.parallel, key=key, seen=set(), source=src
             )
         return fns
 
@@ -214,10 +216,19 @@ class ElementwiseKernel(Generated):
         self.shape = node.spec.shape
         self.dtype = node.spec.dtype
 
-    def source(self, layouts, which: str) -> str:
+    def source(self, layouts, which: str, ndim=None) -> str:
         loop = "prange" if which == "parallel" else "range"
-        ndim = len(self.shape)
+        ndim = len(self.shape) if ndim is None else ndim
         return elementwise_source(Loop(which, ndim, list(layouts), self.lines, self.result, loop))
+
+    def prepare(self, datas: list) -> tuple:
+        """The kernels, loop shape and per-input loop strides for inputs laid out as ``datas``."""
+        shape = self.shape
+        layouts = tuple(layout_of(d, shape) for d in datas)
+        axes, strides = merge_axes(shape, [loop_strides(d.shape, d.strides, shape) for d in datas])
+        ndim = len(axes) if len(axes) != len(shape) else None
+        fns = self.functions(layouts, lambda w: self.source(layouts, w, ndim), ndim)
+        return fns, np.array(axes, dtype=np.int64), [np.array(s, dtype=np.int64) for s in strides]
 
     def run(self, datas: list, dest=None) -> TensorData:
         shape, size = self.shape, self.node.spec.size
@@ -226,12 +237,7 @@ class ElementwiseKernel(Generated):
             key = tuple((d.shape, d.strides) for d in datas)
             prep = self._args.get(key)
             if prep is None:
-                layouts = tuple(layout_of(d, shape) for d in datas)
-                fns = self.functions(layouts, lambda w: self.source(layouts, w))
-                strides = [
-                    np.array(loop_strides(d.shape, d.strides, shape), dtype=np.int64) for d in datas
-                ]
-                prep = self._args[key] = (fns, np.array(shape, dtype=np.int64), strides)
+                prep = self._args[key] = self.prepare(datas)
             fns, shape_arr, strides = prep
             args = [out, shape_arr]
             for d, st in zip(datas, strides):
@@ -319,13 +325,25 @@ def _bound_loop(gen, dest, fns, head: list, datas: list, strides: list, fixed: l
 
 
 def _bind_elementwise(ew, dest, specs: list, fixed: list):
-    shape = ew.shape
     datas = [_layout(s, f) for s, f in zip(specs, fixed)]
-    layouts = tuple(layout_of(d, shape) for d in datas)
-    fns = ew.functions(layouts, lambda w: ew.source(layouts, w))
-    strides = [np.array(loop_strides(d.shape, d.strides, shape), dtype=np.int64) for d in datas]
-    head = [dest, np.array(shape, dtype=np.int64)]
-    return _bound_loop(ew, dest, fns, head, datas, strides, fixed, ew.node.spec.size)
+    fns, axes, strides = ew.prepare(datas)
+    return _bound_loop(ew, dest, fns, [dest, axes], datas, strides, fixed, ew.node.spec.size)
+
+
+def merge_axes(shape: tuple, strides: list) -> tuple:
+    """``shape`` and each input's loop ``strides`` with every run of adjacent axes that all
+    inputs walk evenly (``stride[d] == stride[d + 1] * shape[d + 1]``) made one axis, and
+    size-1 axes dropped. The output is C-ordered, so it walks any run evenly; the innermost
+    loop gets longer, which LLVM vectorises: ``relu(x + bias) * 2`` over (32, 8, 8, 8)
+    with a (8, 1, 1) bias loops over (32, 8, 64) in 8 µs instead of 31."""
+    keep = [d for d, n in enumerate(shape) if n != 1]
+    axes, strides = [shape[d] for d in keep], [[s[d] for d in keep] for s in strides]
+    for d in range(len(axes) - 2, -1, -1):
+        if all(s[d] == s[d + 1] * axes[d + 1] for s in strides):
+            axes[d] *= axes.pop(d + 1)
+            for s in strides:
+                s[d] = s.pop(d + 1)
+    return tuple(axes), strides
 
 
 class ReduceKernel(Generated):
@@ -625,7 +643,7 @@ def make_kernel(node: Node, backend: str | None = None) -> Callable:
         }
     )
     if node.attrs.get("fast_math") and vecmath.usable(sub):  # vecmath.py: exp, tanh, sigmoid
-        slow = [op for op in slow if op not in vecmath.VECTORISED]
+        slow = [op for op in slow if not get_op(op).vector]
     if slow:
         reason = f"cost model: {', '.join(slow)} in Numba is a scalar libm call, numpy's is SIMD"
         DECISIONS[id(node)] = [node, f"numpy ({reason})", []]
@@ -684,17 +702,12 @@ def group_source(node: Node) -> str:
             [k.source(w) for w in ("serial", "parallel")],
         )
     ew = k.epilogue if isinstance(k, EpilogueKernel) else k
-    shape = node.spec.shape
     specs = (
         [k.anchor.spec] + [n.spec for n in k.leaves]
         if ew is not k
         else [i.spec for i in k.sub.inputs] + [c.spec for c in k.extra]
     )
-    layouts = [
-        "scalar" if s.size == 1 else "flat" if s.shape == shape else "strided" for s in specs
-    ]
-    key = structure_key(k.sub, layouts)
-    return module_source(key, k.sub, [ew.source(layouts, w) for w in ("serial", "parallel")])
+    return ew.prepare([TensorData.contiguous(None, s.shape) for s in specs])[0].source
 
 
 def dump_kernels(graph, folder: str) -> None:

@@ -20,10 +20,12 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from ..core.registry import get_op
+
 VERSION = 1  # part of every generated module that uses these: a change recompiles them
 
-# op -> the function a float32 generated kernel calls instead of the libm one
-VECTORISED = {"exp": "vexp", "tanh": "vtanh", "sigmoid": "vsigmoid"}
+# The ops whose ``OpDef.vector`` names a function here: a float32 generated kernel calls it
+# instead of the scalar libm one.
 
 
 @intrinsic
@@ -82,7 +84,7 @@ def vsigmoid(x):
 def usable(sub) -> bool:
     """May a generated kernel for group ``sub`` call these (every such op float32 in, out)?"""
     for n in sub.ops:
-        if n.op in VECTORISED:
+        if get_op(n.op).vector:
             dtypes = {np.dtype(n.spec.dtype)} | {np.dtype(i.spec.dtype) for i in n.inputs}
             if dtypes != {np.dtype(np.float32)}:
                 return False

@@ -11,37 +11,29 @@ from typing import Any
 
 import numpy as np
 
-from ..core.registry import OPS, OpKind
+from ..core.registry import OPS, get_op
 from ..exercises import exercise
 from ..tracing.graph import Graph, Node
 
-# Ops whose result may differ between two calls with equal inputs (random) or that
-# do something besides returning a value. A pass never merges, folds or drops
-# them. Every user-registered opaque op counts as impure until declared pure.
-IMPURE: set[str] = {"cond"}
-PURE_OPAQUE: set[str] = {n for n, op in OPS.items() if op.kind is OpKind.OPAQUE}
-
 
 def mark_impure(op_name: str) -> None:
-    """Declare ``op_name`` random or side-effecting: passes keep every call to it."""
-    IMPURE.add(op_name)
-    PURE_OPAQUE.discard(op_name)
+    """Declare ``op_name`` random or side-effecting (``OpDef.pure``): passes never merge,
+    fold or drop a call to it. A ``custom_op`` of numpy code starts impure."""
+    get_op(op_name).pure = False
 
 
 def mark_pure(op_name: str) -> None:
-    """Declare an opaque (custom) op free of side effects and deterministic."""
-    IMPURE.discard(op_name)
-    PURE_OPAQUE.add(op_name)
+    """Declare an op (a custom one) free of side effects and deterministic."""
+    get_op(op_name).pure = True
 
 
 def is_pure(node: Node) -> bool:
-    """True when computing ``node`` twice gives the same value and does nothing else."""
+    """True when computing ``node`` twice gives the same value and does nothing else
+    (a node outside the registry, such as ``cond``, is not)."""
     if node.op in ("input", "const"):
         return True
-    if node.op in IMPURE:
-        return False
     op = OPS.get(node.op)
-    return op is not None and (op.kind is not OpKind.OPAQUE or node.op in PURE_OPAQUE)
+    return op is not None and op.pure
 
 
 def is_frozen(node: Node) -> bool:

@@ -147,7 +147,9 @@ def custom_op(name: str, infer, *, attrs=None, check=None, kind=OpKind.OPAQUE, n
                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in attrs
             ]
             n = len(params)
-        register_op(name, kind, n, infer, attrs=attrs, check=check, doc=compute.__doc__ or "")
+        # an opaque numpy function may be random or do something else: impure until mark_pure
+        register_op(name, kind, n, infer, attrs=attrs, check=check, doc=compute.__doc__ or "",
+                    pure=kind is not OpKind.OPAQUE)  # fmt: skip
 
         def kernel(*inputs: TensorData, out, **at) -> TensorData:
             result = np.asarray(compute(*(x.as_numpy_view() for x in inputs), **at))
