@@ -245,6 +245,10 @@ def record_oracle(console: Console, plan, results, grading: Grading) -> int:
         console.print(
             f"[red bold]The references earn {got:g} / {possible:g}: the oracle is not written[/]"
         )
+        for r in results:
+            if r.score < r.item.points:
+                console.print(f"  lost {r.item.points - r.score:g}: {escape(r.item.nodeid)} "
+                              f"({r.status}): {escape(r.message[:300])}")  # fmt: skip
         return 1
     record = grading.recording
     tests = {r.item.nodeid for r in results if r.item.kind == "test"}
