@@ -74,6 +74,40 @@ def test_backends_agree_on_chapter_ops():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=op)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_backends_agree_on_gradient_ops(dtype):
+    """The Numba gradient kernels (fast/grads.py) give the numpy kernels' answers: ties
+    and NaN in a max-pool window, overlapping windows, a transposed input, ``dest=``."""
+    from minitorch.backends import get_backend
+    from minitorch.core.registry import Spec, get_op
+    from minitorch.tensor.data import TensorData
+
+    x = _rand(3, 2, 7, 9).astype(dtype)
+    x[0, 0, :2, :2], x[1, 1, 2, 3] = 1.0, np.nan  # a tie, and a NaN that never wins
+    xt = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)  # strided view
+    w = _rand(4, 2, 3, 2, seed=3).astype(dtype)
+    pool = {"kernel_size": (3, 2), "stride": (2, 1)}  # overlapping rows
+    calls = [
+        ("max_pool2d_grad", (_rand(3, 2, 3, 8, seed=5), x), pool, x.shape),
+        ("max_pool2d_grad", (_rand(3, 2, 3, 8, seed=5), xt), pool, x.shape),
+        ("avg_pool2d_grad", (_rand(3, 2, 3, 8, seed=5), x), pool, x.shape),
+        ("conv2d_grad_input", (_rand(3, 4, 4, 5, seed=6), w),
+         {"stride": 2, "padding": 1, "input_hw": (7, 9)}, x.shape),
+        ("conv2d_grad_weight", (xt, _rand(3, 4, 4, 5, seed=6)),
+         {"stride": 2, "padding": 1, "kernel_hw": (3, 2)}, w.shape),
+    ]  # fmt: skip
+    for op, arrays, attrs, shape in calls:
+        args = [TensorData.from_numpy(a.astype(dtype)) for a in arrays]
+        out = Spec(shape, np.dtype(dtype), "cpu")
+        want = get_backend("numpy").kernel(get_op(op))(*args, out=out, **attrs).as_numpy_view()
+        kernel = get_backend("numba").kernel(get_op(op))
+        dest = np.full(int(np.prod(shape)), 7.0, dtype)
+        got = kernel(*args, out=out, dest=dest, **attrs).as_numpy_view()
+        assert np.shares_memory(got, dest), op
+        tol = 1e-5 if dtype == "float32" else 1e-12
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=op)
+
+
 @pytest.mark.parametrize(
     "call,message",
     [

@@ -165,6 +165,52 @@ def test_max_autotune_reads_its_choice_from_disk(tmp_path, monkeypatch):
     assert calls == []  # every choice came from the file
 
 
+def test_max_autotune_tunes_convolutions_and_pools_and_keeps_eagers_answer(tmp_path, monkeypatch):
+    from minitorch.compile import autotune
+    from minitorch.fast.cnn import DigitsCNN, cross_entropy
+
+    monkeypatch.setenv("MINITORCH_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(0)
+    x = minitorch.tensor(rng.standard_normal((4, 64)).astype(np.float32))
+    y = minitorch.tensor(rng.integers(0, 10, 4))
+
+    def run(compiled):
+        model = DigitsCNN((2, 4), 8, seed=0)
+        opt = nn.SGD(model, lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = minitorch.compile(step, mode="max-autotune") if compiled else step
+        losses = [f(x, y).item() for _ in range(3)]
+        return losses, [p.numpy() for p in model.parameters()], f
+
+    want, want_params, _ = run(False)
+    got, got_params, f = run(True)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for g, w in zip(got_params, want_params):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
+    cache = json.loads((tmp_path / "autotune.json").read_text())
+    ops = {key.split("|")[0] for key in cache}
+    assert {"conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad"} <= ops, cache
+    conv = next(k for k in cache if k.startswith("conv2d_grad_input|"))
+    assert "padding=1" in conv and "stride=1" in conv  # attributes are part of the key
+    assert all(v in ("blas", "numpy", "numba") for v in cache.values())
+    # each later candidate measured faster: the Numba kernel wins wherever there is one
+    plan = next(iter(f.entries.values())).compiled.plan
+    times = iter(range(1000, 0, -1))
+    chosen = autotune.tune_plan(plan, path=str(tmp_path / "b.json"), measure=lambda fn: next(times))
+    assert chosen and set(chosen.values()) == {"numba"}, chosen
+    grads = [
+        st.kernel for st in plan.steps if st.node is not None and st.node.op == "max_pool2d_grad"
+    ]
+    assert grads and all(k.__module__ == "minitorch.fast.grads" for k in grads)
+
+
 def test_adam_compiles_once_its_step_count_is_an_input():
     def run(compiled):
         model = nn.mlp([5, 3], seed=0)

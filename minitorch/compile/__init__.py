@@ -42,8 +42,9 @@ def compile(model_or_fn=None, *, mode: str = "default", fullgraph: bool = False,
     * ``"default"``: graph passes, fusion (chapter 7) and memory planning (chapter 8);
     * ``"reduce-overhead"``: the same, and the plan runs as one generated function
       (dumped as ``runner.py``);
-    * ``"max-autotune"``: the same, and each matmul uses the kernel (BLAS or Numba)
-      measured fastest for its shapes, remembered on disk.
+    * ``"max-autotune"``: the same, and each matmul, convolution, pool and their
+      gradients uses the kernel (numpy or Numba) measured fastest for its shapes,
+      remembered on disk.
 
     A step function may call ``loss.backward()``, ``opt.zero_grad()`` and ``opt.step()``:
     they are traced into the step's graph, and the new parameters, gradients and

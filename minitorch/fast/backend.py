@@ -2,9 +2,10 @@
 
 Elementwise ops, reductions (sum, max, min), matmul, conv2d, pooling, softmax
 and logsumexp run as compiled parallel kernels built from the chapter-3
-exercises. Everything else (casts, comparisons, integer math, the gradient
-ops of conv and pooling) falls back to the numpy kernels: both backends keep
-tensors in the same host memory, so falling back costs nothing.
+exercises; the gradient ops of conv and pooling are compiled in ``grads.py``.
+Everything else (casts, comparisons, integer math) falls back to the numpy
+kernels: both backends keep tensors in the same host memory, so falling back
+costs nothing.
 
 ``NUMBA_NUM_THREADS`` (or ``numba.set_num_threads``) sets the thread count.
 """
@@ -26,7 +27,10 @@ from ..backends.numpy_backend import NumpyBackend  # noqa: E402
 from ..core.registry import OpDef, OpKind, get_op, register_kernel  # noqa: E402
 from ..tensor.data import TensorData  # noqa: E402
 from . import compile as jit  # noqa: E402
-from . import kernels  # noqa: F401, E402  (registers exercises 3.1-3.11)
+from . import (
+    grads,  # noqa: F401, E402  (compiled gradients of conv2d and pooling)
+    kernels,  # noqa: F401, E402  (registers exercises 3.1-3.11)
+)
 from .indexing import as_index_array  # noqa: E402
 from .scalars import scalar_for  # noqa: E402
 
