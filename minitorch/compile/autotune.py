@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..backends import base as backends
 from ..core import cachedir
 from ..core.errors import OpError
 from ..core.registry import OPS, OpKind
@@ -92,8 +93,6 @@ TUNABLE = (OpKind.ANCHOR, OpKind.OPAQUE)
 def _variants(step) -> dict[str, Callable]:
     """The kernels a plan step could run with, by name: the numpy backend's (``blas`` for
     matmul) and the numba backend's, when that is a different kernel."""
-    from ..backends import base as backends
-
     op = OPS.get(step.node.op) if step.node is not None else None  # a fused group is no op
     if op is None or op.kind not in TUNABLE:
         return {}
@@ -106,6 +105,9 @@ def _variants(step) -> dict[str, Callable]:
         if kernel not in out.values():
             out["blas" if (backend, op.name) == ("numpy", "matmul") else backend] = kernel
     return out
+
+
+BACKEND_OF = {"blas": "numpy"}  # a variant's name, where it is not its backend's
 
 
 def _runs(fn: Callable) -> bool:
@@ -153,7 +155,10 @@ def tune_plan(plan, path: str | None = None, measure=time_once) -> dict[str, str
         if not candidates:
             continue
         name = autotune_choice(cache, key, candidates, measure)
-        plan.steps[k] = st._replace(kernel=variants[name])
+        # the backend the plan was lowered for keeps lowering's kernel (it writes into
+        # the arena); another backend's kernel replaces it
+        if BACKEND_OF.get(name, name) != backends.current(st.spec.device).name:
+            plan.steps[k] = st._replace(kernel=variants[name])
         chosen[key] = name
     if cache != before:
         save_cache(cache, path)
