@@ -200,6 +200,8 @@ def test_max_autotune_tunes_convolutions_and_pools_and_keeps_eagers_answer(tmp_p
     conv = next(k for k in cache if k.startswith("conv2d_grad_input|"))
     assert "padding=1" in conv and "stride=1" in conv  # attributes are part of the key
     assert all(v in ("blas", "numpy", "numba") for v in cache.values())
+    text = str(minitorch.explain(f)(x, y))  # explain lists each choice
+    assert "max-autotune's kernels" in text and "max_pool2d_grad (4, 2, 4, 4)x(4, 2, 8, 8)" in text
     # each later candidate measured faster: the Numba kernel wins wherever there is one
     plan = next(iter(f.entries.values())).compiled.plan
     times = iter(range(1000, 0, -1))

@@ -155,6 +155,24 @@ def _needs(unit) -> tuple:
     return ("6.9", "6.10", *(("9.5",) if arena else ()), *extra)
 
 
+def explain_lines(unit) -> list[str]:
+    """``minitorch.explain``'s mode lines: max-autotune's kernel choices, by op and shapes."""
+    chosen = getattr(unit.compiled.plan, "autotuned", None)
+    if not chosen:
+        return []
+    lines = ["max-autotune's kernels (timed once, remembered in autotune.json):"]
+    return lines + [
+        f"  {key.split('|')[0]} {key.split('|')[1]}: {name}" for key, name in chosen.items()
+    ]
+
+
 register_stage(
-    Stage("mode", 50, install, wanted=lambda options: options.mode != "default", needs=_needs)
+    Stage(
+        "mode",
+        50,
+        install,
+        wanted=lambda options: options.mode != "default",
+        needs=_needs,
+        explain=explain_lines,
+    )
 )
