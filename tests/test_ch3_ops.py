@@ -76,10 +76,11 @@ def test_backends_agree_on_chapter_ops():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_backends_agree_on_gradient_ops(dtype):
-    """The Numba gradient kernels (fast/grads.py) give the numpy kernels' answers: ties
-    and NaN in a max-pool window, overlapping windows, a transposed input, ``dest=``."""
+    """The compiled kernels of fast/conv.py (the Numba gradient kernels, the im2col
+    convolution) give the numpy kernels' answers: ties and NaN in a max-pool window,
+    overlapping windows, a transposed input, ``dest=``."""
     from minitorch.backends import get_backend
-    from minitorch.core.registry import Spec, get_op
+    from minitorch.core.registry import OPS, Spec, get_op
     from minitorch.tensor.data import TensorData
 
     x = _rand(3, 2, 7, 9).astype(dtype)
@@ -95,12 +96,14 @@ def test_backends_agree_on_gradient_ops(dtype):
          {"stride": 2, "padding": 1, "input_hw": (7, 9)}, x.shape),
         ("conv2d_grad_weight", (xt, _rand(3, 4, 4, 5, seed=6)),
          {"stride": 2, "padding": 1, "kernel_hw": (3, 2)}, w.shape),
+        ("conv2d", (xt, w), {"stride": 2, "padding": 1}, (3, 4, 4, 5)),
+        ("conv2d", (x[:, :, 1:, :4], w), {"stride": 1, "padding": 0}, (3, 4, 4, 3)),
     ]  # fmt: skip
     for op, arrays, attrs, shape in calls:
         args = [TensorData.from_numpy(a.astype(dtype)) for a in arrays]
         out = Spec(shape, np.dtype(dtype), "cpu")
         want = get_backend("numpy").kernel(get_op(op))(*args, out=out, **attrs).as_numpy_view()
-        kernel = get_backend("numba").kernel(get_op(op))
+        kernel = OPS[op].variants.get("im2col") or get_backend("numba").kernel(get_op(op))
         dest = np.full(int(np.prod(shape)), 7.0, dtype)
         got = kernel(*args, out=out, dest=dest, **attrs).as_numpy_view()
         assert np.shares_memory(got, dest), op

@@ -92,7 +92,8 @@ TUNABLE = (OpKind.ANCHOR, OpKind.OPAQUE)
 
 def _variants(step) -> dict[str, Callable]:
     """The kernels a plan step could run with, by name: the numpy backend's (``blas`` for
-    matmul) and the numba backend's, when that is a different kernel."""
+    matmul), the numba backend's when that is a different kernel, and the op's registered
+    variants (``register_variant``: an im2col convolution, say)."""
     op = OPS.get(step.node.op) if step.node is not None else None  # a fused group is no op
     if op is None or op.kind not in TUNABLE:
         return {}
@@ -104,7 +105,7 @@ def _variants(step) -> dict[str, Callable]:
             continue
         if kernel not in out.values():
             out["blas" if (backend, op.name) == ("numpy", "matmul") else backend] = kernel
-    return out
+    return {**out, **op.variants}
 
 
 BACKEND_OF = {"blas": "numpy"}  # a variant's name, where it is not its backend's

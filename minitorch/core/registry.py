@@ -65,6 +65,8 @@ class OpDef:
     check: Callable[..., None] | None = None  # eager-only checks on real values
     scalar: Callable | None = None  # per-element formula (elementwise/broadcast)
     kernels: dict[str, Callable] = field(default_factory=dict)  # backend name -> kernel
+    # chapter 9: other CPU kernels of the op that max-autotune times beside the backends'
+    variants: dict[str, Callable] = field(default_factory=dict)  # name -> kernel
     vjp: Callable | None = None  # chapter 2: vjp(grad, out, *inputs, **attrs)
     onnx: Callable | None = None  # chapter 10: onnx(ctx, node, names) -> output name
     expr: str | None = None  # chapter 7: ``scalar`` as an inline template, "({0} + {1})"
@@ -126,6 +128,17 @@ def register_kernel(op_name: str, backend: str) -> Callable[[Callable], Callable
 
     def deco(fn: Callable) -> Callable:
         get_op(op_name).kernels[backend] = fn
+        return fn
+
+    return deco
+
+
+def register_variant(op_name: str, name: str) -> Callable[[Callable], Callable]:
+    """Decorator: another CPU kernel of ``op_name`` (same signature as a backend's) that
+    chapter 9's ``max-autotune`` times beside the backends' kernels; never chosen otherwise."""
+
+    def deco(fn: Callable) -> Callable:
+        get_op(op_name).variants[name] = fn
         return fn
 
     return deco

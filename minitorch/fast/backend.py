@@ -2,7 +2,7 @@
 
 Elementwise ops, reductions (sum, max, min), matmul, conv2d, pooling, softmax
 and logsumexp run as compiled parallel kernels built from the chapter-3
-exercises; the gradient ops of conv and pooling are compiled in ``grads.py``.
+exercises; the gradient ops of conv and pooling are compiled in ``conv.py``.
 Everything else (casts, comparisons, integer math) falls back to the numpy
 kernels: both backends keep tensors in the same host memory, so falling back
 costs nothing.
@@ -28,7 +28,7 @@ from ..core.registry import OpDef, OpKind, get_op, register_kernel  # noqa: E402
 from ..tensor.data import TensorData  # noqa: E402
 from . import compile as jit  # noqa: E402
 from . import (
-    grads,  # noqa: F401, E402  (compiled gradients of conv2d and pooling)
+    conv,  # noqa: F401, E402  (convolution's and pooling's gradients, compiled)
     kernels,  # noqa: F401, E402  (registers exercises 3.1-3.11)
 )
 from .indexing import as_index_array  # noqa: E402

@@ -1,11 +1,15 @@
-"""Compiled kernels for the gradient ops of conv2d and pooling (the ``numba`` backend).
+"""Compiled kernels for convolution and pooling beyond the exercises.
+
+The gradient ops of conv2d and pooling for the ``numba`` backend, and an im2col
+convolution that chapter 9's ``max-autotune`` may choose (a registry *variant*).
 
 The numpy kernels of these ops (``core/conv_ops.py``) make one strided numpy call per
 kernel offset; on the small images of the course's CNN each call moves a few thousand
 values, so the calls' overhead is most of the time (a 2 x 2 max-pool gradient of a
 (32, 8, 8, 8) input: 14 calls, about 140 us). Here each is one compiled loop nest, and
 the matmuls stay with BLAS. Not exercises: chapter 9's ``max-autotune`` measures these
-against the numpy kernels per shape, and eager code on the ``numba`` backend uses them.
+against the numpy kernels per shape, and eager code on the ``numba`` backend uses the
+gradients.
 They give the numpy kernels' answers: the max-pool gradient goes to the first maximum
 of each window (NaN never wins), overlapping windows add.
 """
@@ -15,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..core.registry import register_kernel
+from ..core.registry import register_kernel, register_variant
 from ..tensor.data import TensorData
 
 
@@ -68,8 +72,10 @@ def _avg_pool_grad(dx, g, kh, kw, sh, sw):
 
 
 @njit(cache=True, nogil=True)
-def _im2col(cols, x, kh, kw, stride, pad, oh, ow):
-    """``cols[(c, a, e), (n, i, j)] = x[n, c, i*stride + a - pad, j*stride + e - pad]`` (0 outside)."""
+def _im2col(cols, x, kh, kw, stride, pad, oh, ow, adjoint):
+    """``cols[(c, a, e), (n, i, j)] = x[n, c, i*stride + a - pad, j*stride + e - pad]`` (0
+    outside the image); with ``adjoint``, the other way: each column added back into ``x``
+    where its window sat (col2im, a convolution's input gradient)."""
     n, c, h, w = x.shape
     for ch in range(c):
         for a in range(kh):
@@ -81,29 +87,13 @@ def _im2col(cols, x, kh, kw, stride, pad, oh, ow):
                         base = (b * oh + i) * ow
                         for j in range(ow):
                             xx = j * stride + e - pad
-                            inside = 0 <= y < h and 0 <= xx < w
-                            cols[r, base + j] = x[b, ch, y, xx] if inside else 0
-
-
-@njit(cache=True, nogil=True)
-def _col2im(dx, spread, kh, kw, stride, pad, oh, ow):
-    """Add ``spread[(a, e, c), (n, i, j)]`` where each window offset lands: the adjoint of im2col."""
-    dx[...] = 0
-    n, c, h, w = dx.shape
-    for a in range(kh):
-        for e in range(kw):
-            for ch in range(c):
-                r = (a * kw + e) * c + ch
-                for b in range(n):
-                    for i in range(oh):
-                        y = i * stride + a - pad
-                        if y < 0 or y >= h:
-                            continue
-                        base = (b * oh + i) * ow
-                        for j in range(ow):
-                            xx = j * stride + e - pad
-                            if 0 <= xx < w:
-                                dx[b, ch, y, xx] += spread[r, base + j]
+                            if 0 <= y < h and 0 <= xx < w:
+                                if adjoint:
+                                    x[b, ch, y, xx] += cols[r, base + j]
+                                else:
+                                    cols[r, base + j] = x[b, ch, y, xx]
+                            elif not adjoint:
+                                cols[r, base + j] = 0
 
 
 def _as(x: TensorData, dtype) -> np.ndarray:
@@ -135,13 +125,14 @@ def _positions(g: np.ndarray) -> np.ndarray:
 @register_kernel("conv2d_grad_input", "numba")
 @_writes_into
 def conv2d_grad_input(g, w, out, stride, padding, input_hw, dest=None):
-    gv, wv = _as(g, out.dtype), _as(w, out.dtype)
+    gv, wv = _as(g, out.dtype), np.ascontiguousarray(_as(w, out.dtype))
     o, c, kh, kw = wv.shape
     oh, ow = gv.shape[2:]
-    # (KH*KW*C, O) @ (O, N*OH*OW) by BLAS, then each column added back where its window sat
-    spread = np.ascontiguousarray(wv.transpose(2, 3, 1, 0)).reshape(kh * kw * c, o) @ _positions(gv)
+    # (C*KH*KW, O) @ (O, N*OH*OW) by BLAS, then each column added back where its window sat
+    spread = wv.reshape(o, c * kh * kw).T @ _positions(gv)
     dx = _result(out, dest)
-    _col2im(dx, spread, kh, kw, stride, padding, oh, ow)
+    dx[...] = 0
+    _im2col(spread, dx, kh, kw, stride, padding, oh, ow, True)
     return _done(dx, out)
 
 
@@ -152,8 +143,34 @@ def conv2d_grad_weight(x, g, out, stride, padding, kernel_hw, dest=None):
     n, o, oh, ow = gv.shape
     c, (kh, kw) = out.shape[1], kernel_hw
     cols = np.empty((c * kh * kw, n * oh * ow), dtype=out.dtype)
-    _im2col(cols, _as(x, out.dtype), kh, kw, stride, padding, oh, ow)
+    _im2col(cols, _as(x, out.dtype), kh, kw, stride, padding, oh, ow, False)
     dw = _result(out, dest)
     # (O, N*OH*OW) @ (N*OH*OW, C*KH*KW): each window weighted by its position's gradient
     np.matmul(_positions(gv), cols.T, out=dw.reshape(o, c * kh * kw))
     return _done(dw, out)
+
+
+@njit(cache=True, nogil=True)
+def _to_nchw(y, cols_out):
+    """``cols_out`` (O, N, P) into ``y`` (N, O, P): the matmul's rows back in batch order."""
+    o, n, p = cols_out.shape
+    for b in range(n):
+        for ch in range(o):
+            for k in range(p):
+                y[b, ch, k] = cols_out[ch, b, k]
+
+
+@register_variant("conv2d", "im2col")
+@_writes_into
+def conv2d_im2col(x, w, out, stride, padding, dest=None):
+    """conv2d as numpy's kernel computes it (one BLAS matmul over im2col's columns), with
+    the column gather and the transpose back compiled instead of strided numpy copies."""
+    wv = np.ascontiguousarray(_as(w, out.dtype))
+    n, o, oh, ow = out.shape
+    c, kh, kw = wv.shape[1:]
+    cols = np.empty((c * kh * kw, n * oh * ow), dtype=out.dtype)
+    _im2col(cols, _as(x, out.dtype), kh, kw, stride, padding, oh, ow, False)
+    y = wv.reshape(o, c * kh * kw) @ cols  # (O, N*OH*OW)
+    result = _result(out, dest)
+    _to_nchw(result.reshape(n, o, oh * ow), y.reshape(o, n, oh * ow))
+    return _done(result, out)
