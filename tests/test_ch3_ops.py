@@ -98,9 +98,18 @@ def test_backends_agree_on_gradient_ops(dtype):
          {"stride": 2, "padding": 1, "kernel_hw": (3, 2)}, w.shape),
         ("conv2d", (xt, w), {"stride": 2, "padding": 1}, (3, 4, 4, 5)),
         ("conv2d", (x[:, :, 1:, :4], w), {"stride": 1, "padding": 0}, (3, 4, 4, 3)),
+        ("conv2d", ("expanded", w), {"stride": 1, "padding": 1}, (3, 4, 7, 10)),
+        ("conv2d_grad_weight", ("expanded", _rand(3, 4, 7, 10, seed=6)),
+         {"stride": 1, "padding": 1, "kernel_hw": (3, 2)}, w.shape),
     ]  # fmt: skip
+    first = TensorData.from_numpy(x[:1].astype(dtype))
+    # x's first image repeated along the batch axis (stride 0): a read-only numpy view
+    expanded = TensorData(first.storage, x.shape, (0, *first.strides[1:]), 0)
     for op, arrays, attrs, shape in calls:
-        args = [TensorData.from_numpy(a.astype(dtype)) for a in arrays]
+        args = [
+            expanded if isinstance(a, str) else TensorData.from_numpy(a.astype(dtype))
+            for a in arrays
+        ]
         out = Spec(shape, np.dtype(dtype), "cpu")
         want = get_backend("numpy").kernel(get_op(op))(*args, out=out, **attrs).as_numpy_view()
         kernel = OPS[op].variants.get("im2col") or get_backend("numba").kernel(get_op(op))

@@ -100,6 +100,13 @@ def _as(x: TensorData, dtype) -> np.ndarray:
     return x.as_numpy_view().astype(dtype, copy=False)
 
 
+def _source(x: TensorData, dtype) -> np.ndarray:
+    """``x`` for im2col to read. Numba types both directions of ``_im2col``, so the image
+    must be writable even to be read: a read-only view (a broadcast) is copied."""
+    a = _as(x, dtype)
+    return a if a.flags.writeable else a.copy()
+
+
 @register_kernel("max_pool2d_grad", "numba")
 @_writes_into
 def max_pool2d_grad(g, x, out, kernel_size, stride, dest=None):
@@ -143,7 +150,7 @@ def conv2d_grad_weight(x, g, out, stride, padding, kernel_hw, dest=None):
     n, o, oh, ow = gv.shape
     c, (kh, kw) = out.shape[1], kernel_hw
     cols = np.empty((c * kh * kw, n * oh * ow), dtype=out.dtype)
-    _im2col(cols, _as(x, out.dtype), kh, kw, stride, padding, oh, ow, False)
+    _im2col(cols, _source(x, out.dtype), kh, kw, stride, padding, oh, ow, False)
     dw = _result(out, dest)
     # (O, N*OH*OW) @ (N*OH*OW, C*KH*KW): each window weighted by its position's gradient
     np.matmul(_positions(gv), cols.T, out=dw.reshape(o, c * kh * kw))
@@ -169,7 +176,7 @@ def conv2d_im2col(x, w, out, stride, padding, dest=None):
     n, o, oh, ow = out.shape
     c, kh, kw = wv.shape[1:]
     cols = np.empty((c * kh * kw, n * oh * ow), dtype=out.dtype)
-    _im2col(cols, _as(x, out.dtype), kh, kw, stride, padding, oh, ow, False)
+    _im2col(cols, _source(x, out.dtype), kh, kw, stride, padding, oh, ow, False)
     y = wv.reshape(o, c * kh * kw) @ cols  # (O, N*OH*OW)
     result = _result(out, dest)
     _to_nchw(result.reshape(n, o, oh * ow), y.reshape(o, n, oh * ow))
