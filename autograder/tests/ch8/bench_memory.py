@@ -58,11 +58,14 @@ def _buffers(n: int, seed: int = 0) -> list:
     return [Buffer(k, int(sizes[k]), F32, k, k + int(ends[k]), [k]) for k in range(n)]
 
 
+# n log n gives 8000 / 1000 buffers a cost ratio of 10.4, n^1.5 22.6, n^2 64. The reference
+# measured 13 and then 16.4 in one CI run (two graders and a busy process sharing two cores
+# and their cache slow the 8000-buffer plan most): full credit up to 19.
 @benchmark(
     "8.4",
     points=3,
     metric="cost_ratio_8000_vs_1000",
-    bands=[(16.0, 1.0), (28.0, 0.5)],
+    bands=[(19.0, 1.0), (28.0, 0.5)],
     higher_is_better=False,
     formula="n8000 / n1000",
 )
