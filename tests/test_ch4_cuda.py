@@ -19,6 +19,12 @@ def on_device(x):
     return minitorch.tensor(x).to("cuda")
 
 
+# Only the simulator counts memory traffic (NUMBA_ENABLE_CUDASIM=0 on a GPU runs these there).
+needs_simulator = pytest.mark.skipif(
+    not cb.SIMULATOR, reason="counts memory traffic, which only the CUDA simulator can"
+)
+
+
 def test_round_trip_views_and_repr():
     x = np.arange(6.0).reshape(2, 3)
     t = on_device(x)
@@ -66,6 +72,7 @@ def test_different_devices_are_rejected():
         on_device(np.ones(3)) + minitorch.tensor(np.ones(3))
 
 
+@needs_simulator
 def test_traffic_counter_on_naive_and_tiled_matmul():
     n = 2 * cb.TILE
     a = minitorch.randn(n, n).to("cuda")
@@ -81,6 +88,7 @@ def test_traffic_counter_on_naive_and_tiled_matmul():
     assert tiled.threads == n * n and tiled.summary()["global_writes"] >= n * n
 
 
+@needs_simulator
 def test_counter_refuses_nesting():
     with count_traffic():
         with pytest.raises(RuntimeError, match="nested"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -87,20 +88,34 @@ def exit_reason(code: int | None) -> str:
     return f"the test process exited with code {code}"
 
 
-def base_env(official: bool, scratch: str) -> dict:
+# Local grading passes this on: a machine without a GPU grades as a GPU machine does
+# (traffic tests rerun in a child on the simulator; autograder/tests/ch4/util.py).
+KEEP = ("MINITORCH_RERUN_ON_SIMULATOR",)
+
+
+def gpu_present() -> bool:
+    """An NVIDIA GPU seems present (minitorch/cuda/__init__.py asks the same; the parent
+    imports no minitorch)."""
+    return os.path.exists("/dev/nvidia0") or shutil.which("nvidia-smi") is not None
+
+
+def base_env(official: bool, scratch: str, gpu: bool = False) -> dict:
     """The environment of every child: the grader's settings; in official grading nothing
-    else of the parent's (no token or path of the instructor's travels)."""
+    else of the parent's (no token or path of the instructor's travels). Children run
+    chapter 4's kernels on the CUDA simulator unless ``gpu`` (or the caller's environment
+    says otherwise)."""
     if official:
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     else:
         drop = ("MINITORCH_", "AUTOGRADER_", "PYTHON", "PYTEST_", "NUMBA_CACHE")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(drop) or k in KEEP}
     env.update(MINITORCH_MODE_FIXED="1", PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1",
                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", MPLBACKEND="Agg",
                NUMBA_CACHE_DIR=f"{scratch}/numba")  # minitorch's cache follows it (core/cachedir.py)  # fmt: skip
     if official:
         env.update(HOME=scratch, TMPDIR=scratch)
-    env.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+    if not gpu:
+        env.setdefault("NUMBA_ENABLE_CUDASIM", "1")
     # One BLAS thread: on a busy 2-core machine threaded BLAS makes timings erratic.
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
@@ -197,37 +212,40 @@ class Launcher:
     servers: dict = field(default_factory=dict)
     scratch: Path | None = None  # local grading: the run's shared scratch (Numba cache)
     count: int = 0
+    gpu: bool = False  # local grading on a GPU: benchmarks that need one run there
 
     def __post_init__(self):
         if self.official:
             self.ids = sandbox.grading_user()
         else:
             self.scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=self.work))
+            self.gpu = gpu_present()
 
-    def env(self, mode: str, focus: str | None = None) -> dict:
-        env = base_env(self.official, "/tmp" if self.official else str(self.scratch))
+    def env(self, mode: str, focus: str | None = None, gpu: bool = False) -> dict:
+        env = base_env(self.official, "/tmp" if self.official else str(self.scratch), gpu)
         env["MINITORCH_MODE"] = mode
         if focus:
             env["MINITORCH_FOCUS"] = focus
         return env
 
-    def server(self, tree: Path, mode: str, preload: list[str]) -> Server:
-        """Local grading: the server of ``tree`` (started on first use)."""
-        key = (str(tree), mode)
+    def server(self, tree: Path, mode: str, preload: list[str], gpu: bool = False) -> Server:
+        """Local grading: the server of ``tree`` (started on first use), one on the GPU."""
+        key = (str(tree), mode, gpu)
         if key not in self.servers:
             job = {"tree": str(tree), "sites": sandbox.site_dirs(),
                    "pths": sandbox.installed_pth_files(), "preload": preload}  # fmt: skip
-            env = {**self.env(mode), **sandbox.python_env(str(tree))}
+            env = {**self.env(mode, gpu=gpu), **sandbox.python_env(str(tree))}
             self.servers[key] = Server(job, env, self.work / f"server-{len(self.servers)}.log",
                                        self.test_timeout)  # fmt: skip
         return self.servers[key]
 
     def start(self, job: dict, tree: Path, mode: str, focus: str | None = None,
               preload: list[str] = (), commands: bool = False, baseline: bool = False,
-              scratch: Path | None = None) -> Child | str:  # fmt: skip
+              scratch: Path | None = None, gpu: bool = False) -> Child | str:  # fmt: skip
         """A child running ``job`` on ``tree``; a reason instead when none could start.
         ``baseline``: the course's own code (benchmark baselines), not the learner's;
-        ``scratch``: a folder its ``/tmp`` shares with other children (:meth:`scratch_dir`)."""
+        ``scratch``: a folder its ``/tmp`` shares with other children (:meth:`scratch_dir`);
+        ``gpu``: on the GPU, not the simulator (local grading only)."""
         self.count += 1
         log = self.work / f"child-{self.count}.log"
         out_r, out_w = os.pipe()
@@ -241,7 +259,7 @@ class Launcher:
                 )
             if scratch is not None:
                 job = {**job, "cache": str(scratch)}
-            server = self.server(tree, mode, list(preload))
+            server = self.server(tree, mode, list(preload), gpu and self.gpu)
             if server.problem:
                 return f"{server.problem}\n{Child(0, 0, None, server.log).tail()}"
             with open(log, "ab") as f:

@@ -13,6 +13,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import minitorch
+from autograder import wire
 from minitorch.cuda import backend as cb
 
 # The simulator runs one Python thread per CUDA thread: keep it tiny there.
@@ -55,40 +56,49 @@ def on_device(array) -> minitorch.Tensor:
     return minitorch.tensor(array).to("cuda")
 
 
+# Set to 1, a machine without a GPU takes a GPU machine's path (CI tests that path).
+RERUN = "MINITORCH_RERUN_ON_SIMULATOR"
+
+
 def rerun_on_simulator(request) -> dict | None:
     """Run a traffic test on the CUDA simulator even on a GPU machine.
 
     Memory traffic is counted only by the simulator, which must be chosen before
     numba.cuda loads. On the simulator this returns None and the test runs here;
     on a GPU the test reruns in a child process on the simulator, with the same
-    mode and focus, and this returns the figures it reported (or raises its failure).
+    mode and focus: its comparisons are passed on to the grader as if made here,
+    and this returns the figures it reported (or raises its failure, with what
+    the child printed when it gave no result).
     """
-    if cb.SIMULATOR and os.environ.get("MINITORCH_CH4_RERUN") != "1":
+    if cb.SIMULATOR and os.environ.get(RERUN) != "1":
         return None
     mode, focus = minitorch.get_mode()
     root = Path(__file__).resolve().parents[3]
     args = ["-q", "-p", "no:cacheprovider", "-o", "python_files=test_*.py bench_*.py",
             "-o", "python_functions=test_* bench_*", request.node.nodeid]  # fmt: skip
-    with tempfile.TemporaryFile() as events:  # the plugin writes its records to this descriptor
+    with tempfile.TemporaryFile() as events:  # the child's plugin writes its records here
         fd = events.fileno()
         boot = (
-            "import sys, pytest\nfrom autograder import plugin\n"
-            f"plugin.attach({fd})\nsys.exit(pytest.main({args!r}, plugins=[plugin]))\n"
+            "import sys, pytest\nfrom autograder import plugin, wire\n"
+            f"wire.attach({fd})\nsys.exit(pytest.main({args!r}, plugins=[plugin]))\n"
         )
-        env = dict(
-            os.environ,
-            NUMBA_ENABLE_CUDASIM="1",
-            MINITORCH_CH4_RERUN="0",
-            MINITORCH_MODE=mode,
-            MINITORCH_FOCUS=",".join(sorted(focus)),
-        )
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MINITORCH_MODE=mode,
+                   MINITORCH_FOCUS=",".join(sorted(focus)))  # fmt: skip
+        env[RERUN] = "0"
         proc = subprocess.run([sys.executable, "-c", boot], cwd=root, env=env, pass_fds=(fd,),
                               capture_output=True, text=True)  # fmt: skip
         events.seek(0)
-        lines = events.read().decode().splitlines()
-    results = [e for e in map(json.loads, lines) if e.get("event") == "result"]
+        records = [json.loads(line) for line in events.read().decode().splitlines()]
+    for rec in records:
+        if rec.get("event") == "check" and wire.current[0] is not None:
+            wire.emit(**{**rec, "nodeid": wire.current[0]})
+    results = [r for r in records if r.get("event") == "result"]
     if not results:
-        raise AssertionError(f"the simulator run gave no result:\n{proc.stdout[-2000:]}")
+        said = "\n".join(s[-1500:].strip() for s in (proc.stderr, proc.stdout) if s.strip())
+        raise AssertionError(
+            f"the simulator run (a child process) gave no result; it exited with code "
+            f"{proc.returncode} and printed:\n{said or '(nothing)'}"
+        )
     if results[-1]["outcome"] != "passed":
         raise AssertionError(results[-1].get("message", "failed on the simulator"))
     return results[-1].get("figures", {})
