@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 
 # The package's __init__ ran first and chose the simulator if there is no GPU.
 import numba
@@ -38,6 +39,11 @@ from . import (
 )
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
+if SIMULATOR:
+    # The simulator's block manager polls its threads until all reach syncthreads(); with
+    # Python's default 5 ms between thread switches, each barrier costs milliseconds. A
+    # finer interval makes kernels that synchronise 3-6x faster (measured on TinyGPT).
+    sys.setswitchinterval(min(sys.getswitchinterval(), 1e-4))
 # Launch configuration: tiny on the simulator (about 1 ms per simulated thread).
 THREADS = 32 if SIMULATOR else 256  # threads per block of map/zip/block-sum
 MAX_BLOCKS = 4 if SIMULATOR else 4096  # grid-stride loops cover the rest

@@ -173,6 +173,16 @@ class Module:
         for p in self.parameters():
             p.grad = None
 
+    def to(self, device: str) -> Module:
+        """Move every parameter to ``device`` (``"cpu"`` or ``"cuda"``) in place: the same
+        Parameter objects, so move a model before making its optimizer (whose buffers
+        follow the parameters' device when they are made)."""
+        for p in self.parameters():
+            if p.device != device:
+                moved = p.detach().to(device)
+                p._data, p.device, p.grad = moved._data, device, None
+        return self
+
     def num_parameters(self) -> int:
         return sum(p.size for p in self.parameters())
 

@@ -15,6 +15,7 @@ import numpy as np
 from ..core.errors import OpError  # noqa: F401  (what exercise 11.7 raises)
 from ..core.tensor import Tensor, no_grad
 from ..exercises import exercise
+from ..nn.module import device_of
 from .model import TinyGPT, decode_step, empty_cache
 
 
@@ -46,8 +47,8 @@ def sample_next(logits: np.ndarray, temperature: float, top_k, u: float) -> int:
     raise NotImplementedError("Exercise 11.7: sample_next")
 
 
-def _ids(tokens) -> Tensor:
-    return Tensor(np.asarray(tokens, np.int64).reshape(1, 1, -1))
+def _ids(tokens, device: str = "cpu") -> Tensor:
+    return Tensor(np.asarray(tokens, np.int64).reshape(1, 1, -1), device=device)
 
 
 def generate(model: TinyGPT, prompt, n: int, temperature=1.0, top_k=None, seed=0, step=None):
@@ -60,13 +61,14 @@ def generate(model: TinyGPT, prompt, n: int, temperature=1.0, top_k=None, seed=0
     rng = np.random.default_rng(seed)
     tokens = list(int(t) for t in prompt)
     cache, fed, start, logits = empty_cache(model), 0, 0, None
+    device = device_of(model)  # the ids go where the model is
     with no_grad():
         while len(tokens) < len(prompt) + n:
             while start + fed < len(tokens):  # feed what the cache has not seen
                 if fed == model.context:  # full: start over from the recent half
                     start, fed = len(tokens) - model.context // 2, 0
                     cache = empty_cache(model)
-                out = step(_ids([tokens[start + fed]]), _ids([fed]), *cache)
+                out = step(_ids([tokens[start + fed]], device), _ids([fed], device), *cache)
                 logits, cache = out[0], list(out[1:])
                 fed += 1
             u = float(rng.random())

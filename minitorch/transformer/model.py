@@ -20,7 +20,7 @@ import numpy as np
 from ..core import creation
 from ..core.registry import dispatch
 from ..core.tensor import Tensor
-from ..nn.module import Module, Parameter
+from ..nn.module import Module, Parameter, device_of
 from .attention import attention
 
 
@@ -139,7 +139,8 @@ def empty_cache(model: TinyGPT, batch: int = 1) -> list[Tensor]:
     """Zeroed keys and values, ``(B, H, context, D)`` per layer: [K0, V0, K1, V1, ...]."""
     d = model.width // model.heads
     shape = (batch, model.heads, model.context, d)
-    return [creation.zeros(*shape) for _ in range(2 * len(model.blocks))]
+    device = device_of(model)
+    return [creation.zeros(*shape, device=device) for _ in range(2 * len(model.blocks))]
 
 
 def decode_step(model: TinyGPT, token: Tensor, pos: Tensor, *cache: Tensor):
@@ -151,7 +152,7 @@ def decode_step(model: TinyGPT, token: Tensor, pos: Tensor, *cache: Tensor):
     position is data, not a Python number: one trace serves every step) and
     attends over the slots ``<= pos``. Returns ``(logits (B, 1, 1, vocab), *new_cache)``.
     """
-    slots = creation.arange(model.context)
+    slots = creation.arange(model.context, device=pos.device)
     write = slots.reshape(1, 1, model.context, 1) == pos
     seen = slots.reshape(1, 1, 1, model.context) <= pos
     x = model.tok(token) + model.pos(pos)
