@@ -355,9 +355,13 @@ def show(f: Facts) -> None:
 
 
 def report(found: list[Problem]) -> None:
+    def fill(text: str, first: str, rest: str) -> str:  # no break inside "numba-cuda"
+        return textwrap.fill(text, 100, initial_indent=first, subsequent_indent=rest,
+                             break_on_hyphens=False, break_long_words=False)  # fmt: skip
+
     for p in found:
-        print(textwrap.fill(p.what, 100, initial_indent="Problem: ", subsequent_indent="  "))
-        print(textwrap.fill(p.fix, 100, initial_indent="  fix: ", subsequent_indent="    "))
+        print(fill(p.what, "Problem: ", "  "))
+        print(fill(p.fix, "  fix: ", "    "))
 
 
 def main() -> int:
