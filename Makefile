@@ -10,11 +10,12 @@ PY     := $(BIN)/python
 # make grade CH=1 | EX=1.3 | MODE=integrated
 GRADE_ARGS := $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX)) $(if $(filter integrated,$(MODE)),--integrated)
 
-.PHONY: help grade lint format lab clean
+.PHONY: help grade lint format lab check-gpu clean
 
 help:
 	@echo "make grade            grade your work (CH=N one chapter, EX=C.N one exercise, MODE=integrated)"
 	@echo "make lab              open the lab notebooks in JupyterLab"
+	@echo "make check-gpu        with an NVIDIA GPU: check driver, CUDA and packages, run the GPU tests"
 # instructors: begin
 	@echo "make book             build the Jupyter Book into book/_build/html"
 	@echo "make grade-submission SUB=dir   official grading of a submission folder (as root)"
@@ -60,6 +61,10 @@ format: $(STAMP)
 # JupyterLab refuses to run as root unless told to (containers often run as root).
 lab: $(STAMP)
 	@$(BIN)/jupyter lab exercises $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# Exit status 0 only when kernels run on the GPU and the graded GPU tests pass (1 without a GPU).
+check-gpu: $(STAMP)
+	@$(PY) -m minitorch.cuda.check
 
 clean:
 	rm -rf build book/_build .pytest_cache .hypothesis
