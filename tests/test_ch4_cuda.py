@@ -88,6 +88,18 @@ def test_traffic_counter_on_naive_and_tiled_matmul():
     assert tiled.threads == n * n and tiled.summary()["global_writes"] >= n * n
 
 
+def test_sums_keep_the_dtype_the_shape_rules_give():
+    # bool sums count in int64 and the mean of ints is float32: the input is cast first
+    b = on_device(np.array([[True, False, True], [True, True, False]]))
+    for axis in (None, 1):
+        np.testing.assert_array_equal(b.sum(axis=axis).numpy(), b.numpy().sum(axis=axis))
+        assert b.sum(axis=axis).dtype == np.int64 and b.max(axis=axis).dtype == np.bool_
+    i = on_device(np.array([[2**40 + 1, 3], [5, -(2**41)]]))
+    assert i.mean(axis=1).dtype == np.float32
+    np.testing.assert_allclose(i.mean(axis=1).numpy(), i.numpy().mean(axis=1), rtol=1e-6)
+    np.testing.assert_array_equal((b @ b.T).numpy(), b.numpy() @ b.numpy().T)  # bool: int64 counts
+
+
 @needs_simulator
 def test_counter_refuses_nesting():
     with count_traffic():

@@ -81,6 +81,17 @@ def device_fn(op: OpDef):
     return fn
 
 
+def numba_type(dtype):
+    """``dtype`` as the Numba type the kernel builders take (``numba.float32``, ``numba.int64``...)."""
+    return numba.from_dtype(np.dtype(dtype))
+
+
+def matmul_type(dtype):
+    """What a matmul with a ``dtype`` result accumulates in: ``dtype``, except that a bool product
+    (an OR of ANDs) counts in int64, and a nonzero count stores as True."""
+    return numba_type(np.int64 if np.dtype(dtype) == np.bool_ else dtype)
+
+
 def _identity(x):
     return x
 
@@ -153,9 +164,9 @@ def launch_block_sum(a: TensorData, dtype) -> TensorData:
     if not a.is_contiguous():
         a = _BACKEND.copy(a)
     flat = a.storage[a.offset : a.offset + a.size]
-    k = compiled("4.3", THREADS)
+    k = compiled("4.3", THREADS, numba_type(dtype))
     blocks = _blocks(a.size, THREADS)
-    partial = cuda.device_array(blocks, dtype=np.float64)
+    partial = cuda.device_array(blocks, dtype=dtype)
     launch(k, blocks, THREADS, partial, flat, a.size, name="block_sum")
     out = cuda.device_array(1, dtype=dtype)
     launch(k, 1, THREADS, out, partial, blocks, name="block_sum")
@@ -166,14 +177,24 @@ def launch_reduce(op: OpDef, a: TensorData, ax: int, dtype) -> TensorData:
     """Fold axis ``ax`` of ``a`` (keeping it with size 1) with the reduce kernel (4.4)."""
     shape = tuple(1 if d == ax else n for d, n in enumerate(a.shape))
     out = _empty(shape, dtype)
-    start = {"sum": 0.0, "max": -math.inf, "min": math.inf}[op.name]
     fold = _named_fn("add", lambda x, y: x + y) if op.name == "sum" else device_fn(op)
-    k = compiled("4.4", fold, start, REDUCE_THREADS)
+    k = compiled("4.4", fold, _start(op, dtype), REDUCE_THREADS, numba_type(dtype))
     blocks = max(1, min(MAX_BLOCKS, out.size))
     launch(
         k, blocks, REDUCE_THREADS, out.storage, meta(shape), out.size, *_args(a), ax, name="reduce"
     )
     return out
+
+
+def _start(op: OpDef, dtype) -> object:
+    """The fold's identity (``op.identity``) as a ``dtype`` scalar. An int or bool max starts at
+    the dtype's least value, not at -inf: a float start would fold int64 in float64."""
+    value = op.identity
+    if math.isinf(value) and dtype.kind == "b":
+        value = value > 0  # max starts at False, min at True
+    elif math.isinf(value) and dtype.kind == "i":
+        value = np.iinfo(dtype).max if value > 0 else np.iinfo(dtype).min
+    return dtype.type(value)
 
 
 class CudaBackend(Backend):
@@ -215,12 +236,20 @@ def reduce(op: OpDef, a: TensorData, out, axis) -> TensorData:
             return _BACKEND.from_numpy(np.full(out.shape, start, dtype=out.dtype))
         result = launch_map(_named_fn("identity", _identity), a, a.shape, out.dtype)
     elif op.name == "sum" and len(axis) == a.ndim:
-        result = launch_block_sum(a, out.dtype)
+        result = launch_block_sum(_as(a, out.dtype), out.dtype)
     else:
-        result = a
+        result = _as(a, out.dtype)
         for ax in axis:
             result = launch_reduce(op, result, ax, out.dtype)
     return TensorData.contiguous(result.storage, out.shape)
+
+
+def _as(a: TensorData, dtype) -> TensorData:
+    """``a`` in ``dtype``: the kernels fold in the result's dtype (bools summed as int64, the mean
+    of ints in float32), so the inputs the shape rules widen are cast first."""
+    if a.dtype == dtype:
+        return a
+    return launch_map(_named_fn("identity", _identity), a, a.shape, dtype)
 
 
 _BACKEND = register_backend(CudaBackend())
@@ -317,7 +346,7 @@ def launch_matmul(kernel, a: TensorData, b: TensorData, block: int, dtype) -> Te
 
 @register_kernel("matmul", "cuda")
 def matmul(a, b, out):
-    return launch_matmul(compiled("4.5", TILE), a, b, TILE, out.dtype)
+    return launch_matmul(compiled("4.5", TILE, matmul_type(out.dtype)), a, b, TILE, out.dtype)
 
 
 __all__ = ["CudaBackend", "SIMULATOR", "THREADS", "TILE", "compiled", "gpu_present", "numba"]

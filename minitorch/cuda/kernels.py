@@ -2,15 +2,15 @@
 
 Each exercise is a *kernel builder*: it receives what must be fixed at compile
 time (the op's scalar formula as a device function, the block size, the tile
-size) and returns a Python function, the kernel body. The backend compiles that
+size, the element dtype) and returns a Python function, the kernel body. The backend compiles that
 body with ``numba.cuda.jit`` once per builder and arguments, and launches it as
 ``kernel[blocks, threads](*args)``. Inside the body:
 
 * ``cuda.threadIdx.x``, ``cuda.blockIdx.x``, ``cuda.blockDim.x``, ``cuda.gridDim.x``
   say which thread this is; ``cuda.grid(1)`` is ``blockIdx.x * blockDim.x + threadIdx.x``
   and ``cuda.gridsize(1)`` the total number of threads in the launch;
-* ``cuda.shared.array(shape, numba.float64)`` is memory shared by the threads of a
-  block (``shape`` must be a compile-time constant: use the builder's argument);
+* ``cuda.shared.array(shape, dtype)`` is memory shared by the threads of a block
+  (``shape`` and ``dtype`` must be compile-time constants: use the builder's arguments);
 * ``cuda.syncthreads()`` waits until every thread of the block reaches it;
 * ``cuda.local.array(MAX_DIMS, numba.int64)`` is a small per-thread index array
   for the helpers of :mod:`minitorch.cuda.device` (``to_index``,
@@ -18,6 +18,16 @@ body with ``numba.cuda.jit`` once per builder and arguments, and launches it as
 
 Arrays are 1-D device arrays: storages, and shapes/strides as int64 arrays.
 Outputs are fresh contiguous storages; inputs may be any strided view.
+
+Precision: the builders of 4.3-4.5 also receive ``dtype``, the Numba type of the
+result's elements (``numba.float32``, ``numba.int64``...), and compute in it: shared
+arrays ``cuda.shared.array(n, dtype)``, accumulators ``acc = dtype(0)``. Consumer GPUs
+(a T4, a GeForce card) run float64 arithmetic at 1/32 to 1/64 of their float32 rate,
+and an int64 sum that goes through float64 is no longer exact past 2**53. Numba types
+a float literal (``0.0``, ``-math.inf``) as float64, and float32 combined with float64
+or with an int64 as float64, so ``acc = 0.0`` would widen a float32 kernel. (The
+simulator computes with numpy scalars, where ``0.0 + float32`` stays float32: it
+shows a float64 shared array, not every widening.)
 
 The backend launches a *fixed* number of threads (few on the simulator), so
 every kernel must cover any size with a grid-stride loop::
@@ -30,7 +40,7 @@ every kernel must cover any size with a grid-stride loop::
 
 from __future__ import annotations
 
-import numba  # noqa: F401  (numba.float64 / numba.int64 inside kernel bodies)
+import numba  # noqa: F401  (numba.int64 inside kernel bodies)
 from numba import cuda  # noqa: F401  (the kernel bodies use cuda.*)
 
 from ..exercises import exercise
@@ -88,20 +98,21 @@ def zip_kernel(fn):
 
 
 @exercise("4.3")
-def block_sum_kernel(threads):
+def block_sum_kernel(threads, dtype):
     """Return the body of a block-level sum reduction through shared memory.
 
     The body's signature is ``kernel(out, a, size)``: ``a`` is contiguous with
-    ``size`` elements; the launch has ``threads`` threads per block (a power of
+    ``size`` elements of ``dtype`` (a Numba type: ``numba.float32``, ``numba.int64``...),
+    ``out`` has ``dtype`` too; the launch has ``threads`` threads per block (a power of
     two) and any number of blocks. Block ``b`` writes one partial sum to
     ``out[b]``; the sum of all partial sums is ``a.sum()`` (the backend launches
     the kernel again on the partials, with one block, to finish).
 
     Steps, for a thread ``t`` of block ``b``:
 
-    1. accumulate in a register the elements ``cuda.grid(1)``,
-       ``cuda.grid(1) + cuda.gridsize(1)``, ... below ``size`` (0.0 if none);
-    2. store it in ``cache[t]``, a ``cuda.shared.array(threads, numba.float64)``;
+    1. accumulate in a register ``acc = dtype(0)`` the elements ``cuda.grid(1)``,
+       ``cuda.grid(1) + cuda.gridsize(1)``, ... below ``size``;
+    2. store it in ``cache[t]``, a ``cuda.shared.array(threads, dtype)``;
     3. tree reduction: for ``step = threads // 2, threads // 4, ..., 1``:
        ``syncthreads()``, then threads ``t < step`` add ``cache[t + step]``
        into ``cache[t]``;
@@ -110,7 +121,13 @@ def block_sum_kernel(threads):
     Every element of ``a`` is read from global memory exactly once; the
     additions of step 3 only touch shared memory. The traffic test checks both.
 
-    Example: ``size=100``, ``threads=32``, 2 blocks: ``out[0] + out[1] == a.sum()``.
+    Everything is in ``dtype``, never float64 by default: a float32 sum adds float32
+    numbers (consumer GPUs run float64 at 1/32-1/64 of that rate) and an int64 sum
+    stays exact (in float64 it would not, past 2**53). The tree keeps float32's
+    rounding error growing with one thread's share plus log2(threads), not with ``size``.
+
+    Example: ``size=100``, ``threads=32``, 2 blocks: ``out[0] + out[1] == a.sum()``;
+    ``block_sum_kernel(32, numba.float32)`` sums float32 tensors.
 
     Hint: ``syncthreads()`` must be reached by every thread of the block, so call
     it outside the ``if t < step`` branch.
@@ -119,7 +136,7 @@ def block_sum_kernel(threads):
 
 
 @exercise("4.4")
-def reduce_kernel(fn, start, threads):
+def reduce_kernel(fn, start, threads, dtype):
     """Return the body of a kernel that folds one axis with the device function ``fn``.
 
     The body's signature is::
@@ -131,15 +148,20 @@ def reduce_kernel(fn, start, threads):
     ``out[o] = fn(...fn(fn(start, a[o's index, axis=0]), a[..., axis=1])...)``.
     ``fn`` is associative and commutative (add, max, min), so the order may change.
 
+    ``a`` and ``out`` hold elements of ``dtype`` (a Numba type, as in 4.3) and the fold
+    computes in it; ``start`` is ``fn``'s identity as a ``dtype`` scalar (the backend
+    passes ``-inf`` for a float max, the least int64 for an int64 max: a float start
+    would fold int64 in float64, inexact past 2**53).
+
     One *block* per output element, in a block-stride loop
     (``o = blockIdx.x, blockIdx.x + gridDim.x, ...``): the block's ``threads``
     threads fold the axis together. Thread ``t`` folds the elements
     ``t, t + threads, ...`` of the axis into a register (starting at ``start``),
     then the block combines the ``threads`` values with a tree reduction in
-    ``cuda.shared.array(threads, numba.float64)``, like 4.3, and thread 0 writes ``out[o]``.
+    ``cuda.shared.array(threads, dtype)``, like 4.3, and thread 0 writes ``out[o]``.
 
-    Example: ``a`` of shape (2, 3), ``axis=1``, ``fn=add``, ``start=0.0`` gives
-    ``out`` of shape (2, 1) holding the row sums.
+    Example: ``a`` of shape (2, 3), ``axis=1``, ``fn=add``, ``start=np.float32(0)``,
+    ``dtype=numba.float32`` gives ``out`` of shape (2, 1) holding the row sums.
 
     Hint: the position of element ``j`` along the axis is
     ``index_to_position(index_of_o, a_strides, a_offset) + j * a_strides[axis]``.
@@ -150,7 +172,7 @@ def reduce_kernel(fn, start, threads):
 
 
 @exercise("4.5")
-def matmul_kernel(tile):
+def matmul_kernel(tile, dtype):
     """Return the body of a batched matrix multiply tiled through shared memory.
 
     The body's signature is::
@@ -166,11 +188,16 @@ def matmul_kernel(tile):
 
     Tiling: walk ``k`` in steps of ``tile``. At each step every thread loads one
     element of the ``a`` tile and one of the ``b`` tile into two
-    ``cuda.shared.array((tile, tile), numba.float64)`` arrays (0.0 outside the
-    matrices), ``syncthreads()``, adds its ``tile`` products from shared memory,
-    and ``syncthreads()`` again before the next step overwrites the tiles. So each
-    global element is read ``ceil(n / tile)`` or ``ceil(m / tile)`` times, not ``n``
+    ``cuda.shared.array((tile, tile), dtype)`` arrays (0 outside the matrices),
+    ``syncthreads()``, adds its ``tile`` products from shared memory into its
+    accumulator (``dtype(0)`` at first), and ``syncthreads()`` again before the
+    next step overwrites the tiles. So each global element is read ``ceil(n / tile)`` or ``ceil(m / tile)`` times, not ``n``
     or ``m`` times as in the naive kernel (the traffic test checks this).
+
+    ``dtype`` is the Numba type the tiles and the sum are in: the result's, so a float32
+    matmul multiplies and adds float32 (consumer GPUs run float64 at 1/32-1/64 of that
+    rate) and an int64 one stays exact; a bool result counts in ``numba.int64`` (the
+    backend's choice: a nonzero count stores as True).
 
     Example: ``n = k = m = 8`` with ``tile = 4``: a 2x2x1 grid of 4x4 blocks, two
     tile steps per block.

@@ -20,7 +20,7 @@ import numpy as np
 from ..cuda import backend as cb  # first: it chooses the simulator before numba.cuda loads
 
 # isort: split
-import numba  # noqa: F401  (numba.float64 inside kernel bodies)
+import numba  # noqa: F401  (numba types inside kernel bodies)
 from numba import cuda
 
 from ..exercises import exercise
@@ -36,11 +36,12 @@ MAX_COLS = 256 if cb.SIMULATOR else 2048
 
 
 @exercise("11.4")
-def softmax_kernel(threads: int, max_cols: int):
+def softmax_kernel(threads: int, max_cols: int, dtype):
     """Return the body of a fused softmax kernel: ``kernel(out, x, rows, cols)``.
 
-    ``x`` and ``out`` are contiguous ``(rows, cols)`` matrices stored as 1-D
-    device arrays; ``out[r, j] = exp(x[r, j] - m_r) / sum_j exp(x[r, j] - m_r)``
+    ``x`` and ``out`` are contiguous ``(rows, cols)`` matrices of ``dtype``
+    (``numba.float32`` or ``numba.float64``) stored as 1-D device arrays;
+    ``out[r, j] = exp(x[r, j] - m_r) / sum_j exp(x[r, j] - m_r)``
     with ``m_r`` the row's maximum. The launch has ``threads`` threads per
     block (a power of two) and fewer blocks than rows: block ``b`` handles rows
     ``b, b + gridDim.x, ...``; its threads split the row's columns
@@ -49,29 +50,35 @@ def softmax_kernel(threads: int, max_cols: int):
     The point is memory traffic. Per row:
 
     * read each element of ``x`` from global memory **once**, into a row
-      cache ``cuda.shared.array(max_cols, numba.float64)``;
+      cache ``cuda.shared.array(max_cols, dtype)``;
     * reduce the maximum, then the sum of exponentials, across the block in a
-      ``cuda.shared.array(threads, numba.float64)`` (a tree: ``cuda.syncthreads()``
+      ``cuda.shared.array(threads, dtype)`` (a tree: ``cuda.syncthreads()``
       between levels);
     * write each element of ``out`` once.
+
+    Everything is in ``dtype``, as in chapter 4's reductions (consumer GPUs run
+    float64 at 1/32-1/64 of the float32 rate): start the maximum at
+    ``dtype(-math.inf)`` and the sum at ``dtype(0)``, since a literal is float64 in
+    Numba; ``math.exp`` of a float32 is float32 on the device.
 
     A row of ``-inf`` gives NaN, as numpy does. Sync before the next row
     overwrites the shared arrays.
 
     Example (what the backend does with it)::
 
-        k = cuda.jit(softmax_kernel(16, 256))
+        k = cuda.jit(softmax_kernel(16, 256, numba.float32))
         k[4, 16](out, x, rows, cols)
     """
     raise NotImplementedError("Exercise 11.4: softmax_kernel")
 
 
 @exercise("11.5")
-def layer_norm_kernel(threads: int, max_cols: int):
+def layer_norm_kernel(threads: int, max_cols: int, dtype):
     """Return the body of a fused layer-norm kernel: ``kernel(out, x, w, b, rows, cols, eps)``.
 
     ``x`` and ``out`` are contiguous ``(rows, cols)`` matrices (1-D device
-    arrays), ``w`` and ``b`` have ``cols`` elements:
+    arrays), ``w`` and ``b`` have ``cols`` elements, all of ``dtype`` (``numba.float32``
+    or ``numba.float64``), and so is the scalar ``eps``:
     ``out[r, j] = (x[r, j] - mean_r) / sqrt(var_r + eps) * w[j] + b[j]``, with
     the row's mean and its variance without Bessel's correction.
     Same launch as :func:`softmax_kernel`: ``threads`` threads per block, a
@@ -82,10 +89,14 @@ def layer_norm_kernel(threads: int, max_cols: int):
     ``b`` read at most once per output element; the two reductions (the
     sum, then the sum of squared deviations) go through shared memory.
 
+    Compute in ``dtype``, as :func:`softmax_kernel` does: shared arrays and sums of
+    ``dtype``, and divide by ``dtype(cols)``, not ``cols`` (a float32 divided by an
+    int64 is float64 in Numba), ``dtype(1) / math.sqrt(...)``, not ``1.0 / ...``.
+
     Example::
 
-        k = cuda.jit(layer_norm_kernel(16, 256))
-        k[4, 16](out, x, w, b, rows, cols, 1e-5)
+        k = cuda.jit(layer_norm_kernel(16, 256, numba.float32))
+        k[4, 16](out, x, w, b, rows, cols, np.float32(1e-5))
     """
     raise NotImplementedError("Exercise 11.5: layer_norm_kernel")
 
@@ -129,7 +140,7 @@ def softmax(x, out, axis):
     result = cb._empty(rows_shape, out.dtype)
     rows = result.size // cols if cols else 0
     if result.size:
-        k = cb.compiled("11.4", ROW_THREADS, MAX_COLS)
+        k = cb.compiled("11.4", ROW_THREADS, MAX_COLS, cb.numba_type(out.dtype))
         launch(k, _blocks(rows), ROW_THREADS, result.storage, src.storage, rows, cols,
                name="softmax")  # fmt: skip
     if axis == x.ndim - 1:
@@ -150,9 +161,9 @@ def layer_norm(x, weight, bias, out, eps):
     result = cb._empty(out.shape, out.dtype)
     rows = result.size // cols
     if rows:
-        k = cb.compiled("11.5", ROW_THREADS, MAX_COLS)
+        k = cb.compiled("11.5", ROW_THREADS, MAX_COLS, cb.numba_type(out.dtype))
         launch(k, _blocks(rows), ROW_THREADS, result.storage, src.storage, w.storage, b.storage,
-               rows, cols, eps, name="layer_norm")  # fmt: skip
+               rows, cols, out.dtype.type(eps), name="layer_norm")  # fmt: skip
     return result
 
 

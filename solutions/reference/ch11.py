@@ -9,7 +9,6 @@ import numpy as np
 import minitorch.cuda  # noqa: F401  (chooses the simulator before numba.cuda loads)
 
 # isort: split
-import numba
 from numba import cuda
 
 from minitorch.core.creation import where
@@ -92,15 +91,15 @@ def attention(q, k, v, causal=True, key_mask=None):
 # ---------------------------------------------------------------- 11.4, 11.5
 
 
-def softmax_kernel(threads, max_cols):
+def softmax_kernel(threads, max_cols, dtype):
     def kernel(out, x, rows, cols):
-        row_cache = cuda.shared.array(max_cols, numba.float64)
-        part = cuda.shared.array(threads, numba.float64)
+        row_cache = cuda.shared.array(max_cols, dtype)
+        part = cuda.shared.array(threads, dtype)
         t = cuda.threadIdx.x
         row = cuda.blockIdx.x
         while row < rows:
             base = row * cols
-            m = -math.inf
+            m = dtype(-math.inf)
             j = t
             while j < cols:
                 v = x[base + j]
@@ -118,7 +117,7 @@ def softmax_kernel(threads, max_cols):
                 s //= 2
             m = part[0]
             cuda.syncthreads()
-            total = 0.0
+            total = dtype(0)
             j = t
             while j < cols:
                 e = math.exp(row_cache[j] - m)
@@ -144,15 +143,16 @@ def softmax_kernel(threads, max_cols):
     return kernel
 
 
-def layer_norm_kernel(threads, max_cols):
+def layer_norm_kernel(threads, max_cols, dtype):
     def kernel(out, x, w, b, rows, cols, eps):
-        row_cache = cuda.shared.array(max_cols, numba.float64)
-        part = cuda.shared.array(threads, numba.float64)
+        row_cache = cuda.shared.array(max_cols, dtype)
+        part = cuda.shared.array(threads, dtype)
+        n = dtype(cols)  # a float32 divided by an int is float64 in Numba
         t = cuda.threadIdx.x
         row = cuda.blockIdx.x
         while row < rows:
             base = row * cols
-            acc = 0.0
+            acc = dtype(0)
             j = t
             while j < cols:
                 v = x[base + j]
@@ -167,9 +167,9 @@ def layer_norm_kernel(threads, max_cols):
                     part[t] += part[t + s]
                 cuda.syncthreads()
                 s //= 2
-            mean = part[0] / cols
+            mean = part[0] / n
             cuda.syncthreads()
-            acc = 0.0
+            acc = dtype(0)
             j = t
             while j < cols:
                 d = row_cache[j] - mean
@@ -183,7 +183,7 @@ def layer_norm_kernel(threads, max_cols):
                     part[t] += part[t + s]
                 cuda.syncthreads()
                 s //= 2
-            inv = 1.0 / math.sqrt(part[0] / cols + eps)
+            inv = dtype(1) / math.sqrt(part[0] / n + eps)
             j = t
             while j < cols:
                 out[base + j] = (row_cache[j] - mean) * inv * w[j] + b[j]

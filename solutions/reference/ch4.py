@@ -44,11 +44,11 @@ def zip_kernel(fn):
     return kernel
 
 
-def block_sum_kernel(threads):
+def block_sum_kernel(threads, dtype):
     def kernel(out, a, size):
-        cache = cuda.shared.array(threads, numba.float64)
+        cache = cuda.shared.array(threads, dtype)
         t = cuda.threadIdx.x
-        acc = 0.0
+        acc = dtype(0)
         i = cuda.grid(1)
         while i < size:
             acc += a[i]
@@ -67,9 +67,9 @@ def block_sum_kernel(threads):
     return kernel
 
 
-def reduce_kernel(fn, start, threads):
+def reduce_kernel(fn, start, threads, dtype):
     def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset, axis):
-        cache = cuda.shared.array(threads, numba.float64)
+        cache = cuda.shared.array(threads, dtype)
         oi = cuda.local.array(MAX_DIMS, numba.int64)
         t = cuda.threadIdx.x
         n = a_shape[axis]
@@ -99,10 +99,10 @@ def reduce_kernel(fn, start, threads):
     return kernel
 
 
-def matmul_kernel(tile):
+def matmul_kernel(tile, dtype):
     def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
-        a_tile = cuda.shared.array((tile, tile), numba.float64)
-        b_tile = cuda.shared.array((tile, tile), numba.float64)
+        a_tile = cuda.shared.array((tile, tile), dtype)
+        b_tile = cuda.shared.array((tile, tile), dtype)
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         col = cuda.blockIdx.x * tile + tx
@@ -110,17 +110,17 @@ def matmul_kernel(tile):
         z = cuda.blockIdx.z
         a_base = a_offset + z * a_strides[0]
         b_base = b_offset + z * b_strides[0]
-        acc = 0.0
+        acc = dtype(0)
         for k0 in range(0, k, tile):
             # a tile: rows of this block, columns k0..; b tile: rows k0.., columns of this block
             if row < n and k0 + tx < k:
                 a_tile[ty, tx] = a[a_base + row * a_strides[1] + (k0 + tx) * a_strides[2]]
             else:
-                a_tile[ty, tx] = 0.0
+                a_tile[ty, tx] = 0
             if k0 + ty < k and col < m:
                 b_tile[ty, tx] = b[b_base + (k0 + ty) * b_strides[1] + col * b_strides[2]]
             else:
-                b_tile[ty, tx] = 0.0
+                b_tile[ty, tx] = 0
             cuda.syncthreads()
             for j in range(tile):
                 acc += a_tile[ty, j] * b_tile[j, tx]

@@ -9,7 +9,6 @@ import numpy as np
 import minitorch.cuda  # noqa: F401  (chooses the simulator before numba.cuda loads)
 
 # isort: split
-import numba
 from numba import cuda
 
 from minitorch.core.creation import where
@@ -154,17 +153,17 @@ def attention_unchecked(q, k, v, causal=True, key_mask=None):
 # ---------------------------------------------------------------- 11.4, 11.5 fused kernels
 
 
-def _row_kernel(threads, max_cols, kind, flaw):
+def _row_kernel(threads, max_cols, kind, flaw, dtype):
     """One body for both fused kernels, with one deliberate flaw."""
 
     def kernel_body(out, x, w, b, rows, cols, eps):
-        row_cache = cuda.shared.array(max_cols, numba.float64)
-        part = cuda.shared.array(threads, numba.float64)
+        row_cache = cuda.shared.array(max_cols, dtype)
+        part = cuda.shared.array(threads, dtype)
         t = cuda.threadIdx.x
         row = cuda.blockIdx.x
         while row < rows:
             base = row * cols
-            acc = -math.inf if kind == "softmax" else 0.0
+            acc = dtype(-math.inf) if kind == "softmax" else dtype(0)
             j = t
             while j < cols:
                 v = x[base + j]
@@ -176,7 +175,7 @@ def _row_kernel(threads, max_cols, kind, flaw):
                     acc += v
                 j += threads
             if kind == "softmax" and flaw == "no_max":
-                acc = 0.0
+                acc = dtype(0)
             part[t] = acc
             cuda.syncthreads()
             s = threads // 2
@@ -190,7 +189,7 @@ def _row_kernel(threads, max_cols, kind, flaw):
                 s //= 2
             first = part[0] if kind == "softmax" else part[0] / cols
             cuda.syncthreads()
-            acc = 0.0
+            acc = dtype(0)
             j = t
             while j < cols:
                 c = x[base + j] if flaw == "reread" else row_cache[j]
@@ -229,17 +228,17 @@ def _row_kernel(threads, max_cols, kind, flaw):
     return kernel_body
 
 
-def _wrap_softmax(threads, max_cols, flaw):
-    body = cuda.jit(device=True)(_row_kernel(threads, max_cols, "softmax", flaw))
+def _wrap_softmax(threads, max_cols, dtype, flaw):
+    body = cuda.jit(device=True)(_row_kernel(threads, max_cols, "softmax", flaw, dtype))
 
     def kernel(out, x, rows, cols):
-        body(out, x, x, x, rows, cols, 0.0)
+        body(out, x, x, x, rows, cols, dtype(0))
 
     return kernel
 
 
-def _wrap_ln(threads, max_cols, flaw):
-    body = cuda.jit(device=True)(_row_kernel(threads, max_cols, "layer_norm", flaw))
+def _wrap_ln(threads, max_cols, dtype, flaw):
+    body = cuda.jit(device=True)(_row_kernel(threads, max_cols, "layer_norm", flaw, dtype))
 
     def kernel(out, x, w, b, rows, cols, eps):
         body(out, x, w, b, rows, cols, eps)
@@ -248,43 +247,43 @@ def _wrap_ln(threads, max_cols, flaw):
 
 
 @mutant("11.4", "no row cache: the second pass reads x from global memory again")
-def softmax_kernel_reread(threads, max_cols):
-    return _wrap_softmax(threads, max_cols, "reread")
+def softmax_kernel_reread(threads, max_cols, dtype):
+    return _wrap_softmax(threads, max_cols, dtype, "reread")
 
 
 @mutant("11.4", "the maximum is not subtracted: exp overflows on large rows")
-def softmax_kernel_no_max(threads, max_cols):
-    return _wrap_softmax(threads, max_cols, "no_max")
+def softmax_kernel_no_max(threads, max_cols, dtype):
+    return _wrap_softmax(threads, max_cols, dtype, "no_max")
 
 
 @mutant("11.4", "one row per block: rows beyond the grid are never computed")
-def softmax_kernel_no_row_stride(threads, max_cols):
-    return _wrap_softmax(threads, max_cols, "no_row_stride")
+def softmax_kernel_no_row_stride(threads, max_cols, dtype):
+    return _wrap_softmax(threads, max_cols, dtype, "no_row_stride")
 
 
 @mutant("11.4", "the sum tree stops one level early: one partial sum is left out")
-def softmax_kernel_short_tree(threads, max_cols):
-    return _wrap_softmax(threads, max_cols, "short_tree")
+def softmax_kernel_short_tree(threads, max_cols, dtype):
+    return _wrap_softmax(threads, max_cols, dtype, "short_tree")
 
 
 @mutant("11.5", "variance with Bessel's correction (divides by cols - 1)")
-def layer_norm_kernel_bessel(threads, max_cols):
-    return _wrap_ln(threads, max_cols, "bessel")
+def layer_norm_kernel_bessel(threads, max_cols, dtype):
+    return _wrap_ln(threads, max_cols, dtype, "bessel")
 
 
 @mutant("11.5", "no row cache: the variance pass reads x from global memory again")
-def layer_norm_kernel_reread(threads, max_cols):
-    return _wrap_ln(threads, max_cols, "reread")
+def layer_norm_kernel_reread(threads, max_cols, dtype):
+    return _wrap_ln(threads, max_cols, dtype, "reread")
 
 
 @mutant("11.5", "one row per block: rows beyond the grid are never computed")
-def layer_norm_kernel_no_row_stride(threads, max_cols):
-    return _wrap_ln(threads, max_cols, "no_row_stride")
+def layer_norm_kernel_no_row_stride(threads, max_cols, dtype):
+    return _wrap_ln(threads, max_cols, dtype, "no_row_stride")
 
 
 @mutant("11.5", "eps added outside the square root")
-def layer_norm_kernel_eps_outside(threads, max_cols):
-    return _wrap_ln(threads, max_cols, "eps_outside")
+def layer_norm_kernel_eps_outside(threads, max_cols, dtype):
+    return _wrap_ln(threads, max_cols, dtype, "eps_outside")
 
 
 # ---------------------------------------------------------------- 11.6 bucket_batches

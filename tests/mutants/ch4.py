@@ -125,11 +125,11 @@ def zip_kernel_no_grid_stride(fn):
 
 
 @mutant("4.3", "no barrier in the tree: a thread reads a partner's slot before it is written")
-def block_sum_kernel(threads):
+def block_sum_kernel(threads, dtype):
     def kernel(out, a, size):
-        cache = cuda.shared.array(threads, numba.float64)
+        cache = cuda.shared.array(threads, dtype)
         t = cuda.threadIdx.x
-        acc = 0.0
+        acc = dtype(0)
         i = cuda.grid(1)
         while i < size:
             acc += a[i]
@@ -147,12 +147,12 @@ def block_sum_kernel(threads):
 
 
 @mutant("4.3", "no grid-stride loop: each thread loads one element")
-def block_sum_kernel_one_load(threads):
+def block_sum_kernel_one_load(threads, dtype):
     def kernel(out, a, size):
-        cache = cuda.shared.array(threads, numba.float64)
+        cache = cuda.shared.array(threads, dtype)
         t = cuda.threadIdx.x
         i = cuda.grid(1)
-        cache[t] = a[i] if i < size else 0.0
+        cache[t] = a[i] if i < size else 0
         step = threads // 2
         while step > 0:
             cuda.syncthreads()
@@ -167,11 +167,11 @@ def block_sum_kernel_one_load(threads):
 
 
 @mutant("4.3", "off by one: the tree stops at step 2, the last pair never added")
-def block_sum_kernel_short_tree(threads):
+def block_sum_kernel_short_tree(threads, dtype):
     def kernel(out, a, size):
-        cache = cuda.shared.array(threads, numba.float64)
+        cache = cuda.shared.array(threads, dtype)
         t = cuda.threadIdx.x
-        acc = 0.0
+        acc = dtype(0)
         i = cuda.grid(1)
         while i < size:
             acc += a[i]
@@ -191,10 +191,10 @@ def block_sum_kernel_short_tree(threads):
 
 
 @mutant("4.3", "thread 0 sums its block's elements from global memory, no shared memory")
-def block_sum_kernel_serial(threads):
+def block_sum_kernel_serial(threads, dtype):
     def kernel(out, a, size):
         if cuda.threadIdx.x == 0:
-            acc = 0.0
+            acc = dtype(0)
             start = cuda.blockIdx.x * threads
             while start < size:
                 for j in range(start, min(start + threads, size)):
@@ -213,12 +213,20 @@ def _add(x, y):
 
 
 def _reduce(
-    fn, start, threads, offset=True, use_start=True, unit_step=False, one_thread=False, tree=None
+    fn,
+    start,
+    threads,
+    dtype,
+    offset=True,
+    use_start=True,
+    unit_step=False,
+    one_thread=False,
+    tree=None,
 ):
     combine = fn if tree is None else tree
 
     def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset, axis):
-        cache = cuda.shared.array(threads, numba.float64)
+        cache = cuda.shared.array(threads, dtype)
         oi = cuda.local.array(MAX_DIMS, numba.int64)
         t = cuda.threadIdx.x
         n = a_shape[axis]
@@ -227,7 +235,7 @@ def _reduce(
         while o < out_size:
             to_index(o, out_shape, oi)
             base = index_to_position(oi, a_strides, a_offset if offset else 0)
-            acc = start if use_start else 0.0
+            acc = start if use_start else dtype(0)
             if one_thread:
                 if t == 0:
                     for j in range(n):
@@ -256,28 +264,28 @@ def _reduce(
 
 
 @mutant("4.4", "a's offset ignored")
-def reduce_kernel(fn, start, threads):
-    return _reduce(fn, start, threads, offset=False)
+def reduce_kernel(fn, start, threads, dtype):
+    return _reduce(fn, start, threads, dtype, offset=False)
 
 
-@mutant("4.4", "every thread starts from 0.0 instead of the start value")
-def reduce_kernel_zero_start(fn, start, threads):
-    return _reduce(fn, start, threads, use_start=False)
+@mutant("4.4", "every thread starts from 0 instead of the start value")
+def reduce_kernel_zero_start(fn, start, threads, dtype):
+    return _reduce(fn, start, threads, dtype, use_start=False)
 
 
 @mutant("4.4", "steps along the axis by 1, not by its stride")
-def reduce_kernel_unit_step(fn, start, threads):
-    return _reduce(fn, start, threads, unit_step=True)
+def reduce_kernel_unit_step(fn, start, threads, dtype):
+    return _reduce(fn, start, threads, dtype, unit_step=True)
 
 
 @mutant("4.4", "thread 0 folds the whole axis alone, no shared memory")
-def reduce_kernel_one_thread(fn, start, threads):
-    return _reduce(fn, start, threads, one_thread=True)
+def reduce_kernel_one_thread(fn, start, threads, dtype):
+    return _reduce(fn, start, threads, dtype, one_thread=True)
 
 
 @mutant("4.4", "the shared-memory tree adds partial results whatever the op")
-def reduce_kernel_tree_adds(fn, start, threads):
-    return _reduce(fn, start, threads, tree=cuda.jit(device=True)(_add))
+def reduce_kernel_tree_adds(fn, start, threads, dtype):
+    return _reduce(fn, start, threads, dtype, tree=cuda.jit(device=True)(_add))
 
 
 # ---------------------------------------------------------------- 4.5 matmul_kernel
@@ -285,6 +293,7 @@ def reduce_kernel_tree_adds(fn, start, threads):
 
 def _matmul(
     tile,
+    dtype,
     k_guard=True,
     second_barrier=True,
     offsets=True,
@@ -294,8 +303,8 @@ def _matmul(
     a_fill=True,
 ):
     def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
-        a_tile = cuda.shared.array((tile, tile), numba.float64)
-        b_tile = cuda.shared.array((tile, tile), numba.float64)
+        a_tile = cuda.shared.array((tile, tile), dtype)
+        b_tile = cuda.shared.array((tile, tile), dtype)
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         col = cuda.blockIdx.x * tile + tx
@@ -303,7 +312,7 @@ def _matmul(
         z = cuda.blockIdx.z
         a_base = (a_offset if offsets else 0) + z * a_strides[0]
         b_base = (b_offset if offsets else 0) + z * b_strides[0]
-        acc = 0.0
+        acc = dtype(0)
         if not shared:
             if row < n and col < m:
                 for j in range(k):
@@ -316,14 +325,14 @@ def _matmul(
                 p = a_base + row * a_strides[1] + (k0 + tx) * a_strides[2]
                 a_tile[ty, tx] = a[min(p, a.size - 1)]
             elif a_fill:
-                a_tile[ty, tx] = 0.0
+                a_tile[ty, tx] = 0
             if (k0 + ty < k or not k_guard) and col < m:
                 q = b_base + (k0 + ty) * b_strides[1] + col * b_strides[2]
                 if b_swap:  # thread (ty, tx) loads b's element (k0 + tx, column of ty)
                     q = b_base + (k0 + tx) * b_strides[1] + (col - tx + ty) * b_strides[2]
                 b_tile[ty, tx] = b[min(q, b.size - 1)]
             else:
-                b_tile[ty, tx] = 0.0
+                b_tile[ty, tx] = 0
             cuda.syncthreads()
             for j in range(tile):
                 acc += a_tile[ty, j] * b_tile[j, tx]
@@ -338,38 +347,38 @@ def _matmul(
 
 
 @mutant("4.5", "no bounds check on k when loading a tile: reads past the row")
-def matmul_kernel(tile):
-    return _matmul(tile, k_guard=False)
+def matmul_kernel(tile, dtype):
+    return _matmul(tile, dtype, k_guard=False)
 
 
 @mutant("4.5", "no barrier after the products: the next tile overwrites one still in use")
-def matmul_kernel_one_barrier(tile):
-    return _matmul(tile, second_barrier=False)
+def matmul_kernel_one_barrier(tile, dtype):
+    return _matmul(tile, dtype, second_barrier=False)
 
 
 @mutant("4.5", "the operands' offsets ignored")
-def matmul_kernel_no_offsets(tile):
-    return _matmul(tile, offsets=False)
+def matmul_kernel_no_offsets(tile, dtype):
+    return _matmul(tile, dtype, offsets=False)
 
 
 @mutant("4.5", "no shared tiles: every product reads global memory")
-def matmul_kernel_global(tile):
-    return _matmul(tile, shared=False)
+def matmul_kernel_global(tile, dtype):
+    return _matmul(tile, dtype, shared=False)
 
 
 @mutant("4.5", "b's tile loaded with threadIdx.x and threadIdx.y swapped")
-def matmul_kernel_b_swapped(tile):
-    return _matmul(tile, b_swap=True)
+def matmul_kernel_b_swapped(tile, dtype):
+    return _matmul(tile, dtype, b_swap=True)
 
 
 @mutant("4.5", "no bounds check on the output: threads past the edge write into the next row")
-def matmul_kernel_unguarded_write(tile):
-    return _matmul(tile, out_guard=False)
+def matmul_kernel_unguarded_write(tile, dtype):
+    return _matmul(tile, dtype, out_guard=False)
 
 
 # ---------------------------------------------------------------- issue 29: contract gaps
 
 
 @mutant("4.5", "a's tile past the edge of k is not zero-filled: it keeps the last tile's values")
-def matmul_kernel_stale_edge(tile):
-    return _matmul(tile, a_fill=False)
+def matmul_kernel_stale_edge(tile, dtype):
+    return _matmul(tile, dtype, a_fill=False)

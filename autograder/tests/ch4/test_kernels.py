@@ -122,7 +122,7 @@ def test_block_sum_one_launch():
     for threads in (cb.THREADS, 1):
         out = cb.cuda.device_array(blocks, dtype=np.float64)
         out.copy_to_device(np.full(blocks, np.nan))
-        cb.compiled("4.3", threads)[blocks, threads](out, dev, n)
+        cb.compiled("4.3", threads, cb.numba_type(x.dtype))[blocks, threads](out, dev, n)
         partial = out.copy_to_host()
         grid = blocks * threads
         expected = [
