@@ -9,11 +9,13 @@ import numpy as np
 import minitorch.cuda  # noqa: F401  (chooses the simulator before numba.cuda loads)
 
 # isort: split
+import numba
 from numba import cuda
 
 from minitorch.core.creation import where
 from minitorch.core.errors import OpError
 from minitorch.core.registry import dispatch
+from solutions.reference import ch11 as ref
 
 from . import mutant
 
@@ -284,6 +286,16 @@ def layer_norm_kernel_no_row_stride(threads, max_cols, dtype):
 @mutant("11.5", "eps added outside the square root")
 def layer_norm_kernel_eps_outside(threads, max_cols, dtype):
     return _wrap_ln(threads, max_cols, dtype, "eps_outside")
+
+
+@mutant("11.4", "shared arrays and sums in float64 whatever the dtype: slow on consumer GPUs")
+def softmax_kernel_float64(threads, max_cols, dtype):
+    return ref.softmax_kernel(threads, max_cols, numba.float64)
+
+
+@mutant("11.5", "shared arrays and sums in float64 whatever the dtype: slow on consumer GPUs")
+def layer_norm_kernel_float64(threads, max_cols, dtype):
+    return ref.layer_norm_kernel(threads, max_cols, numba.float64)
 
 
 # ---------------------------------------------------------------- 11.6 bucket_batches

@@ -6,6 +6,7 @@ import numba
 from numba import cuda
 
 from minitorch.cuda.device import MAX_DIMS, broadcast_index, index_to_position, to_index
+from solutions.reference import ch4 as ref
 
 from . import mutant
 
@@ -205,6 +206,11 @@ def block_sum_kernel_serial(threads, dtype):
     return kernel
 
 
+@mutant("4.3", "caches and adds in float64 whatever the dtype: slow on GPUs, inexact int64")
+def block_sum_kernel_float64(threads, dtype):
+    return ref.block_sum_kernel(threads, numba.float64)
+
+
 # ---------------------------------------------------------------- 4.4 reduce_kernel
 
 
@@ -286,6 +292,11 @@ def reduce_kernel_one_thread(fn, start, threads, dtype):
 @mutant("4.4", "the shared-memory tree adds partial results whatever the op")
 def reduce_kernel_tree_adds(fn, start, threads, dtype):
     return _reduce(fn, start, threads, dtype, tree=cuda.jit(device=True)(_add))
+
+
+@mutant("4.4", "caches in float64 whatever the dtype: slow on consumer GPUs, inexact int64")
+def reduce_kernel_float64(fn, start, threads, dtype):
+    return ref.reduce_kernel(fn, start, threads, numba.float64)
 
 
 # ---------------------------------------------------------------- 4.5 matmul_kernel
@@ -382,3 +393,8 @@ def matmul_kernel_unguarded_write(tile, dtype):
 @mutant("4.5", "a's tile past the edge of k is not zero-filled: it keeps the last tile's values")
 def matmul_kernel_stale_edge(tile, dtype):
     return _matmul(tile, dtype, a_fill=False)
+
+
+@mutant("4.5", "tiles and sums in float64 whatever the dtype: slow on consumer GPUs, inexact int64")
+def matmul_kernel_float64(tile, dtype):
+    return ref.matmul_kernel(tile, numba.float64)

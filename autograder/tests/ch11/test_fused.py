@@ -58,6 +58,29 @@ def test_fused_softmax_other_axis_and_float32(request):
     check(got.dtype == np.float32, "11.4", "float32 in, float32 out")
 
 
+SMALL = np.float32(np.log(0.9) - 24 * np.log(2.0))
+
+
+@graded("11.4", points=1)
+def test_fused_softmax_sums_in_float32(request):
+    # exp(SMALL) is 0.9 * 2**-24, under half a unit in the last place of 1: a float32 sum of 1
+    # and two of them, each meeting the 1 alone, is 1, so the maximum's output is exactly 1; a
+    # float64 sum keeps them and the output is 1 - 2**-23. Row 0 spreads the terms over three
+    # threads (a float64 shared array shows), row 1 gives them to thread 0 (a float64 running
+    # sum shows: on the simulator math.exp is a Python float, float64).
+    if rerun_on_simulator(request) is not None:
+        return
+    t = tc.ROW_THREADS
+    x = np.full((2, 2 * t + 1), -np.inf, dtype=np.float32)
+    x[0, [0, 1, 2]] = x[1, [0, t, 2 * t]] = [0.0, SMALL, SMALL]
+    got = dispatch("softmax", on_device(x), axis=-1).numpy()
+    check(got.dtype == np.float32, "11.4", f"float32 in should give float32, got {got.dtype}")
+    check(bool((got[:, 0] == 1.0).all()), "11.4",
+          "float32 rows should be reduced in float32 (shared arrays and sums of dtype)",
+          value=got[:, 0], x=x)  # fmt: skip
+    assert_close(got, _softmax(x.astype(np.float64)), "11.4", rtol=1e-5, atol=1e-7)
+
+
 @graded("11.4", points=1)
 def test_fused_softmax_subtracts_the_row_max(request):
     # exp overflows past 709: only the row's true maximum keeps every term finite. Row i has
@@ -123,6 +146,25 @@ def test_fused_layer_norm_3d_float32(request):
     x = rng.standard_normal((2, 3, 7)).astype(np.float32)
     w, b = rng.standard_normal(7).astype(np.float32), rng.standard_normal(7).astype(np.float32)
     got = dispatch("layer_norm", on_device(x), on_device(w), on_device(b)).numpy()
+    want = layer_norm_ref(x.astype(np.float64), w, b, 1e-5)
+    assert_close(got, want, "11.5", rtol=1e-5, atol=1e-5)
+
+
+@graded("11.5", points=1)
+def test_fused_layer_norm_sums_in_float32(request):
+    # In float32, 2**-26 vanishes wherever it is added (it is under half a unit in the last place
+    # of 1 and 2), so the row [1, 1, 2, 2**-26] sums to 4 and its mean is 1: with w = 1 and b = 0
+    # the first two outputs are exactly 0. A float64 sum keeps 2**-26 and they are about -5e-9.
+    if rerun_on_simulator(request) is not None:
+        return
+    x = np.array([[1.0, 1.0, 2.0, 2.0**-26], [2.0, 2.0**-26, 1.0, 1.0]], dtype=np.float32)
+    w, b = np.ones(4, dtype=np.float32), np.zeros(4, dtype=np.float32)
+    got = dispatch("layer_norm", on_device(x), on_device(w), on_device(b)).numpy()
+    check(got.dtype == np.float32, "11.5", f"float32 in should give float32, got {got.dtype}")
+    zeros = got[[0, 0, 1, 1], [0, 1, 2, 3]]
+    check(bool((zeros == 0.0).all()), "11.5",
+          "float32 rows should be reduced in float32 (shared arrays and sums of dtype)",
+          value=zeros, x=x)  # fmt: skip
     want = layer_norm_ref(x.astype(np.float64), w, b, 1e-5)
     assert_close(got, want, "11.5", rtol=1e-5, atol=1e-5)
 

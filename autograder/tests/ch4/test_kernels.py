@@ -131,6 +131,34 @@ def test_block_sum_one_launch():
         assert_close(partial, np.array(expected), "4.3", n=n, threads=threads, blocks=blocks)
 
 
+# Rounded to float32, 1 + 2**-24 is 1 (a tie, to even). In [E, 1, 0, E] each E meets the 1 before
+# the other E in a tree pairing t with t + step or 2t with 2t + 1 and in a loop either way, so it
+# sums to 1 in float32, to 1 + 2**-23 in float64.
+E = 2.0**-24
+# int64 values past 2**53, where float64 has no room for the last bits
+BIG_INTS = np.array([[2**53 + 1, 2**60 + 3, -5], [-(2**53) - 3, -(2**62), 7]], dtype=np.int64)
+
+
+def _check_float32_sum(got, exercise, **inputs):
+    check(got.dtype == np.float32, exercise, f"float32 in should give float32, got {got.dtype}")
+    check(bool((got.numpy() == 1.0).all()), exercise,
+          "float32 should be added in float32: a float64 cache or accumulator keeps the 2**-24s",
+          value=got.numpy(), **inputs)  # fmt: skip
+
+
+def _check_exact(got, want, exercise, **inputs):
+    check(got.dtype == np.int64 and bool(np.array_equal(got.numpy(), want)), exercise,
+          "int64 should stay int64 and exact (through float64 it loses bits past 2**53)",
+          value=got.numpy(), expected=want, **inputs)  # fmt: skip
+
+
+@graded("4.3", points=1)
+def test_block_sum_in_the_tensors_dtype():
+    x = np.array([E, 1.0, 0.0, E], dtype=np.float32)
+    _check_float32_sum(on_device(x).sum(), "4.3", x=x)
+    _check_exact(on_device(BIG_INTS).sum(), BIG_INTS.sum(), "4.3", x=BIG_INTS)
+
+
 # ---------------------------------------------------------------- 4.4 reduce along an axis
 
 REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean}
@@ -163,6 +191,16 @@ def test_reduce_long_axis_and_many_outputs(monkeypatch):
     # One thread per block is a power of two too: thread 0, the only one, writes each output.
     monkeypatch.setattr(cb, "REDUCE_THREADS", 1)
     assert_close(t.sum(axis=1).numpy(), x.sum(axis=1), "4.4", shape=x.shape, axis=1, threads=1)
+
+
+@graded("4.4", points=1)
+def test_reduce_in_the_tensors_dtype():
+    x = np.array([[E, 1.0, 0.0, E], [E, 0.0, 1.0, E]], dtype=np.float32)
+    _check_float32_sum(on_device(x).sum(axis=1), "4.4", x=x, axis=1)
+    # max and min of int64 start from an int64, not from -inf or inf
+    for name in ("sum", "max", "min"):
+        got = minitorch.dispatch(name, on_device(BIG_INTS), axis=1)
+        _check_exact(got, getattr(BIG_INTS, name)(axis=1), "4.4", op=name, x=BIG_INTS, axis=1)
 
 
 # ---------------------------------------------------------------- 4.5 tiled matmul
@@ -208,3 +246,12 @@ def test_matmul_shapes_around_the_tile():
     got = on_device(ints[0]) @ on_device(ints[1])
     check(got.dtype == np.int64, "4.5", f"int64 @ int64 should be int64, got {got.dtype}")
     assert_close(got.numpy(), ints[0] @ ints[1], "4.5", a=ints[0], b=ints[1])
+
+
+@graded("4.5", points=1)
+def test_matmul_in_the_operands_dtype():
+    # the products E, 1, E are exact, so a fused multiply-add rounds as the plain sum does
+    a, b = np.array([[E, 1.0, E]], dtype=np.float32), np.ones((3, 1), dtype=np.float32)
+    _check_float32_sum(on_device(a) @ on_device(b), "4.5", a=a, b=b)
+    a, b = np.array([[2**31 + 1, 3]]), np.array([[2**31 + 1], [5]])  # (2**31 + 1)**2 + 15
+    _check_exact(on_device(a) @ on_device(b), a @ b, "4.5", a=a, b=b)
