@@ -11,6 +11,7 @@ import pytest
 
 import minitorch
 from minitorch.cuda import backend as cb
+from minitorch.cuda import lowering
 from minitorch.cuda.baselines import naive_matmul, tiled_matmul
 from minitorch.cuda.traffic import count_traffic
 
@@ -86,6 +87,17 @@ def test_traffic_counter_on_naive_and_tiled_matmul():
     assert tiled.shared_writes == 2 * n * n * (n // cb.TILE)
     np.testing.assert_allclose(c1.numpy(), c2.numpy(), rtol=1e-5)
     assert tiled.threads == n * n and tiled.summary()["global_writes"] >= n * n
+
+
+def test_kernels_compute_in_the_tensors_dtype():
+    # numba-cuda's compiler, not the simulator (which follows numpy's promotion), types the
+    # references for a GPU: 4.3-4.5, 11.4 and 11.5 keep no float64 instruction for float32 and
+    # int64 inputs; relu's map, whose formula returns the literal 0.0, shows that one is seen.
+    found = lowering.report("minitorch.transformer.cuda")
+    builders = {k: v for k, v in found.items() if not k.startswith(("4.1", "4.2"))}
+    assert len(builders) == 6, builders
+    assert all(n == 0 for counts in builders.values() for n in counts.values()), builders
+    assert found["4.1 map: relu"]["float32"] > 0
 
 
 def test_sums_keep_the_dtype_the_shape_rules_give():

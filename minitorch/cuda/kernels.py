@@ -27,7 +27,8 @@ and an int64 sum that goes through float64 is no longer exact past 2**53. Numba 
 a float literal (``0.0``, ``-math.inf``) as float64, and float32 combined with float64
 or with an int64 as float64, so ``acc = 0.0`` would widen a float32 kernel. (The
 simulator computes with numpy scalars, where ``0.0 + float32`` stays float32: it
-shows a float64 shared array, not every widening.)
+shows a float64 shared array, not every widening. ``python -m minitorch.cuda.lowering``
+asks Numba's compiler what each of your kernels leaves in float64, without a GPU.)
 
 The backend launches a *fixed* number of threads (few on the simulator), so
 every kernel must cover any size with a grid-stride loop::

@@ -18,6 +18,7 @@ import math  # noqa: F401  (math.exp and math.sqrt inside kernel bodies)
 import numpy as np
 
 from ..cuda import backend as cb  # first: it chooses the simulator before numba.cuda loads
+from ..cuda import lowering
 
 # isort: split
 import numba  # noqa: F401  (numba types inside kernel bodies)
@@ -232,6 +233,21 @@ def causal_mask(x, out, fill):
         _launch(_causal, result.size, result.storage, src.storage, result.size, tq, tk,
                 out.dtype.type(fill), name="causal_mask")  # fmt: skip
     return result
+
+
+# What the row kernels compute in on a GPU (``python -m minitorch.cuda.lowering`` with this module).
+_ROW = numba.int64
+
+
+@lowering.register("11.4 softmax_kernel", ("float32",))
+def _lowered_softmax(t):
+    return softmax_kernel(ROW_THREADS, MAX_COLS, t), (t[::1], t[::1], _ROW, _ROW)
+
+
+@lowering.register("11.5 layer_norm_kernel", ("float32",))
+def _lowered_layer_norm(t):
+    body = layer_norm_kernel(ROW_THREADS, MAX_COLS, t)
+    return body, (t[::1], t[::1], t[::1], t[::1], _ROW, _ROW, t)
 
 
 __all__ = ["MAX_COLS", "ROW_THREADS", "layer_norm_kernel", "softmax_kernel"]
