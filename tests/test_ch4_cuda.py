@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 import minitorch
-from minitorch.cuda import backend as cb
+from minitorch.cuda import backend as cb  # first: it chooses the simulator
+
+# isort: split
+from numba import cuda
+
 from minitorch.cuda import lowering
 from minitorch.cuda.baselines import naive_matmul, tiled_matmul
 from minitorch.cuda.traffic import count_traffic
@@ -147,3 +151,32 @@ def test_simulator_is_chosen_without_a_gpu_even_after_numba():
 def test_clear_error_when_numba_cuda_was_loaded_without_the_simulator():
     r = _run("from numba import cuda\nimport minitorch\nminitorch.tensor([1.0]).to('cuda')")
     assert r.returncode != 0 and "NUMBA_ENABLE_CUDASIM=1" in r.stderr
+
+
+@needs_simulator
+def test_simulator_barrier_keeps_its_rules():
+    # minitorch.cuda.simulator: a thread that returned no longer holds a barrier up, an
+    # exception in one thread stops the block and is raised from the launch
+    assert cb.simulator.patch()
+
+    @cuda.jit
+    def early_exit(out, n):
+        i = cuda.threadIdx.x
+        if i >= n:
+            return
+        cuda.syncthreads()
+        out[i] = cuda.syncthreads_count(1)
+
+    out = cuda.to_device(np.zeros(8, np.int64))
+    early_exit[1, 8](out, 5)
+    np.testing.assert_array_equal(out.copy_to_host(), [5] * 5 + [0] * 3)
+
+    @cuda.jit
+    def fails(out):
+        if cuda.threadIdx.x == 3:
+            raise ValueError("thread three fails")
+        cuda.syncthreads()
+        out[cuda.threadIdx.x] = 1
+
+    with pytest.raises(ValueError, match="thread three fails"):
+        fails[2, 8](out)
