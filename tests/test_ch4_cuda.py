@@ -13,6 +13,7 @@ import minitorch
 from minitorch.cuda import backend as cb  # first: it chooses the simulator
 
 # isort: split
+import numba
 from numba import cuda
 
 from minitorch.cuda import lowering
@@ -155,8 +156,9 @@ def test_clear_error_when_numba_cuda_was_loaded_without_the_simulator():
 
 @needs_simulator
 def test_simulator_barrier_keeps_its_rules():
-    # minitorch.cuda.simulator: a thread that returned no longer holds a barrier up, an
-    # exception in one thread stops the block and is raised from the launch
+    # minitorch.cuda.simulator runs a block's threads as greenlets: a thread that returned
+    # no longer holds a barrier up, an exception in one thread ends the block and is raised
+    # from the launch naming the thread, and a forgotten barrier still shows
     assert cb.simulator.patch()
 
     @cuda.jit
@@ -178,5 +180,20 @@ def test_simulator_barrier_keeps_its_rules():
         cuda.syncthreads()
         out[cuda.threadIdx.x] = 1
 
-    with pytest.raises(ValueError, match="thread three fails"):
+    with pytest.raises(ValueError, match=r"tid=\[3, 0, 0\] ctaid=\[0, 0, 0\]: thread three"):
         fails[2, 8](out)
+
+    @cuda.jit
+    def shift(out, sync):
+        cache = cuda.shared.array(8, numba.int64)
+        t = cuda.threadIdx.x
+        cache[t] = t + 1
+        if sync:
+            cuda.syncthreads()
+        out[t] = cache[(t + 1) % 8]
+
+    shift[1, 8](out, True)
+    np.testing.assert_array_equal(out.copy_to_host(), [2, 3, 4, 5, 6, 7, 8, 1])
+    out = cuda.to_device(np.zeros(8, np.int64))
+    shift[1, 8](out, False)  # thread 0 reads its neighbour's slot before the neighbour ran
+    assert not np.array_equal(out.copy_to_host(), [2, 3, 4, 5, 6, 7, 8, 1])

@@ -1,104 +1,130 @@
-"""Numba's CUDA simulator, with a barrier that waits instead of polling.
+"""Numba's CUDA simulator, with a block's threads run as greenlets instead of OS threads.
 
-The simulator runs each thread of a block as a Python thread. Its block manager
-finds out that every thread has reached ``cuda.syncthreads()`` by polling them in
-a loop, so a barrier costs as many trips through that loop as the threads need
-to arrive, each holding the interpreter lock: a reduction of a few hundred rows
-took a third of a second. Here a thread that arrives counts itself under a lock
-and sleeps until the last one wakes them all. What a kernel computes does not
-change, nor the simulator's rules: a thread that has returned no longer takes
-part in later barriers, and an exception in one thread stops the others and is
-raised from the launch. Applied only on the simulator, only to the numba-cuda
-whose block manager this was written against (``patch`` says whether it was).
+The simulator runs each thread of a block as a Python thread and finds out that
+all of them reached ``cuda.syncthreads()`` by polling them in a loop. Starting a
+thread and every trip through that loop hand the interpreter lock over, so a
+launch cost about a third of a millisecond per simulated thread, and a barrier
+milliseconds: most of the time of a simulated training step.
+
+Here a block's threads are greenlets (``greenlet``, cooperative coroutines in one
+OS thread): the block runs thread 0 until it returns or reaches a barrier, then
+thread 1, and so on; once every thread still running waits at the barrier, all
+go on. What a kernel computes does not change, nor the simulator's rules: a
+thread that has returned no longer takes part in later barriers, and an
+exception in one thread ends the block and is raised from the launch, naming the
+thread. A kernel that forgets a barrier is caught at least as surely as before:
+each thread runs as far as it can before the next one starts. ``cuda.threadIdx``
+and friends read the running thread's indices from ``threading.current_thread()``,
+where the scheduler sets them before each switch (and removes them afterwards).
+
+Applied only on the simulator, and only to the numba-cuda block manager this was
+written against; without ``greenlet`` the simulator stays as it is.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
 
-
-class _Barrier:
-    """``cuda.syncthreads()`` for one block: releases when every thread still running waits."""
-
-    def __init__(self, parties: int):
-        self.cond = threading.Condition()
-        self.live, self.waiting, self.generation, self.aborted = parties, 0, 0, False
-
-    def wait(self) -> None:
-        with self.cond:
-            if self.aborted:
-                raise RuntimeError("abort flag set on syncthreads call")
-            self.waiting += 1
-            if self.waiting == self.live:
-                self._release()
-                return
-            generation = self.generation
-            while generation == self.generation and not self.aborted:
-                self.cond.wait()
-            if self.aborted:
-                raise RuntimeError("abort flag set on syncthreads clear")
-
-    def leave(self) -> None:
-        """A thread returned: later barriers no longer wait for it."""
-        with self.cond:
-            self.live -= 1
-            if self.waiting and self.waiting == self.live:
-                self._release()
-
-    def abort(self) -> None:
-        with self.cond:
-            self.aborted = True
-            self.cond.notify_all()
-
-    def _release(self) -> None:
-        self.waiting, self.generation = 0, self.generation + 1
-        self.cond.notify_all()
-
-
-def _syncthreads(self) -> None:
-    self._manager._barrier.wait()
+_SYNC = object()  # what a thread's greenlet passes to the scheduler at a barrier
+_ATTRS = ("threadIdx", "blockIdx", "thread_id", "_manager", "syncthreads",
+          "syncthreads_count", "syncthreads_and", "syncthreads_or", "abort")  # fmt: skip
 
 
 def _run(self, grid_point, *args) -> None:
-    from numba.cuda.simulator.kernel import BlockThread
+    """``BlockManager.run``: every thread of the block at ``grid_point``, to the end."""
+    from greenlet import greenlet
+    from numba.cuda.simulator.kernel import BlockThread, Dim3
 
-    barrier = self._barrier = _Barrier(int(np.prod(self._block_dim)))
+    me, scheduler = threading.current_thread(), greenlet.getcurrent()
+    saved = {k: me.__dict__[k] for k in _ATTRS if k in me.__dict__}
+    block = Dim3(*self._block_dim)
+    tasks = []
+    for point in np.ndindex(*self._block_dim):
+        idx = Dim3(*point)
+        flat = idx.x + block.x * (idx.y + block.y * idx.z)
+        tasks.append((greenlet(lambda: self._f(*args), parent=scheduler), idx, flat))
 
-    def target():
-        try:
-            self._f(*args)
-        except BaseException:
-            barrier.abort()  # the others stop at their next barrier
-            raise
-        finally:
-            barrier.leave()
+    def sync():
+        scheduler.switch(_SYNC)
 
-    threads = [BlockThread(target, self, grid_point, point, self._debug)
-               for point in np.ndindex(*self._block_dim)]  # fmt: skip
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    # the first exception that is not another thread's abort
-    failed = [t.exception for t in threads if t.exception]
-    first = next(
-        (e for e in failed if "abort flag" not in str(e[0])), failed[0] if failed else None
-    )
-    if first is not None:
-        raise first[0].with_traceback(first[1])
+    def collective(reduce_):  # syncthreads_count/_and/_or: the block's values, then a barrier
+        def call(value):
+            idx = me.threadIdx
+            self.block_state[idx.x, idx.y, idx.z] = value
+            sync()
+            result = reduce_(self.block_state)
+            sync()
+            return result
+
+        return call
+
+    me.__dict__.update(
+        blockIdx=Dim3(*grid_point), _manager=self, abort=False, syncthreads=sync,
+        syncthreads_count=collective(np.count_nonzero),
+        syncthreads_and=collective(lambda s: 1 if np.all(s) else 0),
+        syncthreads_or=collective(lambda s: 1 if np.any(s) else 0),
+    )  # fmt: skip
+    self.block_state = np.zeros(tuple(self._block_dim), dtype=np.bool_)
+    try:
+        live = tasks
+        while live:
+            waiting = []
+            for task in live:
+                g, idx, flat = task
+                me.threadIdx, me.thread_id = idx, flat
+                try:
+                    if g.switch() is _SYNC:
+                        waiting.append(task)
+                except Exception as e:  # as BlockThread.run words it
+                    where = f"tid={list(idx)} ctaid={list(grid_point)}"
+                    tb = sys.exc_info()[2]
+                    raise type(e)(f"{where}: {e}" if str(e) else where).with_traceback(tb) from None
+            live = waiting
+    finally:
+        for k in _ATTRS:
+            me.__dict__.pop(k, None)
+        me.__dict__.update(saved)
+    del BlockThread  # imported to fail early if the module changed shape
+
+
+def _shared_array(self, shape, dtype, alignment=None):
+    """``FakeCUDAShared.array`` keyed by its caller's line as before, found without
+    ``traceback.extract_stack`` (which read the whole stack, source lines included, on
+    every call of every thread)."""
+    if alignment is not None or shape == 0:
+        return _ORIGINAL_SHARED[0](self, shape, dtype, alignment)
+    from numba.cuda.simulator import kernelapi
+
+    if isinstance(dtype, kernelapi.types.Type):
+        dtype = kernelapi.numpy_support.as_dtype(dtype)
+    frame = sys._getframe(1)
+    caller = (frame.f_code.co_filename, frame.f_lineno)
+    res = self._allocations.get(caller)
+    if res is None:
+        res = self._allocations[caller] = np.empty(shape, dtype)
+    return res
+
+
+_ORIGINAL_SHARED: list = []
 
 
 def patch() -> bool:
-    """Install the barrier into the simulator's block manager; False when its shape is not
-    the one this was written for (then the simulator stays as it is)."""
-    from numba.cuda.simulator import kernel
-
-    manager, thread = getattr(kernel, "BlockManager", None), getattr(kernel, "BlockThread", None)
-    if manager is None or thread is None or manager.run is _run:
-        return manager is not None and manager.run is _run
-    if not all(hasattr(thread, n) for n in ("syncthreads", "run")):
+    """Run blocks as greenlets; False (the simulator unchanged) without ``greenlet`` or when
+    numba-cuda's block manager is not the one this was written for."""
+    try:
+        import greenlet  # noqa: F401
+        from numba.cuda.simulator import kernel
+    except ImportError:
         return False
-    manager.run, thread.syncthreads = _run, _syncthreads
+    manager = getattr(kernel, "BlockManager", None)
+    if manager is None or not hasattr(kernel, "BlockThread") or not hasattr(kernel, "Dim3"):
+        return False
+    from numba.cuda.simulator import kernelapi
+
+    if not _ORIGINAL_SHARED:
+        _ORIGINAL_SHARED.append(kernelapi.FakeCUDAShared.array)
+    manager.run, kernelapi.FakeCUDAShared.array = _run, _shared_array
     return True
