@@ -4,10 +4,10 @@ The ``cuda`` device (``tensor.to("cuda")``) is served by :mod:`minitorch.cuda.ba
 imported on first use (see ``backends.base.LAZY``). Its kernels are the chapter's
 exercises (:mod:`minitorch.cuda.kernels`), compiled by ``numba.cuda.jit``.
 
-Without a GPU, Numba's CUDA *simulator* runs every CUDA thread as a Python thread.
+Without a GPU, Numba's CUDA *simulator* runs every CUDA thread in Python.
 It must be chosen before ``numba.cuda`` is imported, so this package sets
 ``NUMBA_ENABLE_CUDASIM=1`` itself when it finds no NVIDIA GPU (no ``/dev/nvidia0``
-and no ``nvidia-smi`` on the PATH). The simulator is slow (about a millisecond
+and no ``nvidia-smi`` on the PATH). The simulator is slow (tens of microseconds
 per simulated thread), so the backend launches few threads there and relies on
 grid-stride loops.
 

@@ -12,7 +12,7 @@ everything that computes launches a kernel built by an exercise of
 
 Compiled kernels are cached per (exercise, implementation, compile-time
 arguments), so switching between learner and reference code recompiles.
-Launch sizes are small on the simulator, where each thread is a Python thread.
+Launch sizes are small on the simulator, where each thread runs in Python.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from . import (
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 if SIMULATOR:
     simulator.patch()  # its syncthreads() waits instead of polling: kernels that sync run faster
-# Launch configuration: tiny on the simulator (about 1 ms per simulated thread).
+# Launch configuration: tiny on the simulator (each simulated thread runs in Python).
 THREADS = 32 if SIMULATOR else 256  # threads per block of map/zip/block-sum
 MAX_BLOCKS = 4 if SIMULATOR else 4096  # grid-stride loops cover the rest
 REDUCE_THREADS = 16 if SIMULATOR else 128  # threads per block folding one axis

@@ -16,7 +16,7 @@ import minitorch
 from autograder import wire
 from minitorch.cuda import backend as cb
 
-# The simulator runs one Python thread per CUDA thread: keep it tiny there.
+# The simulator runs every CUDA thread in Python: keep it tiny there.
 SIDE = 6 if cb.SIMULATOR else 64
 # More elements than the simulator launches threads, so grid-stride loops matter.
 BIG = 4 * cb.THREADS * cb.MAX_BLOCKS // 3 if cb.SIMULATOR else 1 << 20
