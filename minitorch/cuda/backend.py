@@ -10,8 +10,9 @@ everything that computes launches a kernel built by an exercise of
   reductions fold one axis at a time (4.4); ``mean`` is a sum and a division;
 * ``matmul`` is the tiled kernel (4.5).
 
-The framework's own kernels load with the backend: ``fill`` and ``pad_slice`` here.
-None of them copies data to the host.
+The framework's own kernels load with the backend: ``fill`` and ``pad_slice`` here,
+the row ops softmax, logsumexp and argmax (:mod:`.rows`). None of them copies data to
+the host.
 
 Compiled kernels are cached per (exercise, implementation, compile-time
 arguments), so switching between learner and reference code recompiles.
@@ -349,14 +350,6 @@ def where(c, a, b, out):
     return launch_zip(_named_fn("add", lambda x, y: x + y), ta, tb, out.shape, out.dtype)
 
 
-@register_kernel("argmax", "cuda")
-def argmax(a, out, axis, keepdims):
-    # No device kernel for argmax in this chapter: search on the host (one copy each
-    # way), so that accuracy() and friends work on cuda tensors with numpy's NaN rule.
-    index = np.argmax(_BACKEND.to_numpy(a), axis=axis[0], keepdims=keepdims)
-    return _BACKEND.from_numpy(np.asarray(index, dtype=out.dtype))
-
-
 @register_kernel("pad_slice", "cuda")
 def pad_slice(g, out, key, shape):
     # Zeros, then g copied into the window view of them (chapter 1's slice_view), all on
@@ -409,5 +402,8 @@ def launch_matmul(kernel, a: TensorData, b: TensorData, block: int, dtype) -> Te
 def matmul(a, b, out):
     return launch_matmul(compiled("4.5", TILE, matmul_type(out.dtype)), a, b, TILE, out.dtype)
 
+
+# The framework's own kernels beyond the exercises (they import this module).
+from . import rows  # noqa: E402, F401
 
 __all__ = ["CudaBackend", "SIMULATOR", "THREADS", "TILE", "compiled", "gpu_present", "numba"]
