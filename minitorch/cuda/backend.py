@@ -11,8 +11,8 @@ everything that computes launches a kernel built by an exercise of
 * ``matmul`` is the tiled kernel (4.5).
 
 The framework's own kernels load with the backend: ``fill`` and ``pad_slice`` here,
-the row ops softmax, logsumexp and argmax (:mod:`.rows`). None of them copies data to
-the host.
+convolution and pooling (:mod:`.conv`), the row ops softmax, logsumexp and argmax
+(:mod:`.rows`). None of them copies data to the host.
 
 Compiled kernels are cached per (exercise, implementation, compile-time
 arguments), so switching between learner and reference code recompiles.
@@ -404,6 +404,6 @@ def matmul(a, b, out):
 
 
 # The framework's own kernels beyond the exercises (they import this module).
-from . import rows  # noqa: E402, F401
+from . import conv, rows  # noqa: E402, F401
 
 __all__ = ["CudaBackend", "SIMULATOR", "THREADS", "TILE", "compiled", "gpu_present", "numba"]
