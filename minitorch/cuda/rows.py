@@ -5,8 +5,8 @@ A *row* is the line of elements along the op's axis, read in place through the i
 strides (no transposing copy). How a row is reduced depends on its length:
 
 * a row of at most ``SHORT_ROW`` elements takes one thread, which folds it in registers:
-  no shared memory and no ``syncthreads`` (on the simulator a ``syncthreads`` costs about
-  15 ms per block; on a GPU a block per short row would leave most of its threads idle);
+  no shared memory and no ``syncthreads`` (on the simulator each one costs milliseconds
+  per block; on a GPU a block per short row would leave most of its threads idle);
 * a longer row takes a block (a block-stride loop over rows): each thread folds the
   elements ``t, t + threads, ...``, then the block combines the partial results in a tree
   in shared memory typed with the op's dtype, so float32 stays float32.
