@@ -24,6 +24,7 @@ in as arguments): float32 stays float32.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import cuda
 
@@ -31,7 +32,7 @@ from ..core.instrument import launch
 from ..core.registry import Spec, register_kernel
 from ..tensor.data import TensorData
 from . import backend as cb
-from . import rows  # rows.nan_max: numpy's maximum, NaN wins
+from . import lowering, rows  # rows.nan_max: numpy's maximum, NaN wins
 
 
 def _dense(x: TensorData, dtype) -> TensorData:
@@ -257,3 +258,27 @@ def max_pool2d_grad(g, x, out, kernel_size, stride):
 @register_kernel("avg_pool2d_grad", "cuda")
 def avg_pool2d_grad(g, x, out, kernel_size, stride):
     return _pool_grad_launch(g, x, out, kernel_size, stride, False)
+
+
+# What the kernels compute in on a GPU (``python -m minitorch.cuda.lowering``).
+_I64, _META, _B = numba.int64, numba.int64[::1], numba.boolean
+
+
+@lowering.register("conv im2col", ("float32",))
+def _lowered_im2col(t):
+    return _im2col, (t[::1], _I64, t[::1], _META, *[_I64] * 11, _B)
+
+
+@lowering.register("conv/pool gather (col2im, pool gradients)", ("float32",))
+def _lowered_gather(t):
+    return _gather, (t[::1], _I64, t[::1], _META, _I64, _META, *[_I64] * 10, _B, t, t)
+
+
+@lowering.register("pool max/avg", ("float32",))
+def _lowered_pool(t):
+    return _pool, (t[::1], _I64, t[::1], _META, *[_I64] * 8, _B, t, t)
+
+
+@lowering.register("pool window argmax", ("float32",))
+def _lowered_window_argmax(t):
+    return _window_argmax, (_META, _I64, t[::1], _META, *[_I64] * 8, t)

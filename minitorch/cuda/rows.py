@@ -27,6 +27,7 @@ from ..core.instrument import launch
 from ..core.registry import get_op, register_kernel
 from ..tensor.data import TensorData
 from . import backend as cb
+from . import lowering
 from .device import MAX_DIMS, index_to_position, to_index
 
 SHORT_ROW = 256 if cb.SIMULATOR else 32  # longest row that one thread folds alone
@@ -242,3 +243,30 @@ def argmax(a, out, axis, keepdims):
 # Chapter 11 registers its fused softmax for cuda when minitorch loads, before this backend
 # (it calls softmax() above for long rows): this kernel serves only without it.
 get_op("softmax").kernels.setdefault("cuda", softmax)
+
+
+# What the row kernels compute in on a GPU (``python -m minitorch.cuda.lowering``).
+_I64, _META = numba.int64, numba.int64[::1]
+_ROWS = (_META, _META, _I64, _I64)  # lead shape, lead strides, offset, stride
+for _block, _how in ((False, "a thread"), (True, "a block")):
+
+    @lowering.register(f"rows softmax ({_how} per row)", ("float32",))
+    def _(t, block=_block):
+        body = _softmax_kernel(np.dtype(str(t)), block)
+        return body, (t[::1], _META, _I64, t[::1], *_ROWS, _I64, _I64, t, t)
+
+    @lowering.register(f"rows logsumexp ({_how} per row)", ("float32",))
+    def _(t, block=_block):
+        return _logsumexp_kernel(np.dtype(str(t)), block), (
+            t[::1],
+            t[::1],
+            *_ROWS,
+            _I64,
+            _I64,
+            t,
+            t,
+        )
+
+    @lowering.register(f"rows argmax ({_how} per row)", ("float32", "int64", "bool"))
+    def _(t, block=_block):
+        return _argmax_kernel(np.dtype(str(t)), block), (_META, t[::1], *_ROWS, _I64, _I64)

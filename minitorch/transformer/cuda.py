@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math  # math.exp and math.sqrt inside kernel bodies
 
+import numpy as np
+
 from ..cuda import backend as cb  # first: it chooses the simulator before numba.cuda loads
 from ..cuda import lowering
 from ..cuda import rows as cr
@@ -271,6 +273,16 @@ def _lowered_softmax(t):
 def _lowered_layer_norm(t):
     body = layer_norm_kernel(ROW_THREADS, MAX_COLS, t)
     return body, (t[::1], t[::1], t[::1], t[::1], _ROW, _ROW, t)
+
+
+for _block, _how in ((False, "a thread"), (True, "a block")):
+
+    @lowering.register(f"rows layer_norm ({_how} per row)", ("float32",))
+    def _(t, block=_block):
+        body, meta = _layer_norm_kernel(np.dtype(str(t)), block), _ROW[::1]
+        rows = (meta, meta, _ROW, _ROW)
+        return body, (t[::1], t[::1], *rows, t[::1], _ROW, _ROW, t[::1], _ROW, _ROW, _ROW, _ROW,
+                      t, t, t)  # fmt: skip
 
 
 __all__ = ["MAX_COLS", "ROW_THREADS", "layer_norm_kernel", "softmax_kernel"]
