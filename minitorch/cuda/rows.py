@@ -113,7 +113,7 @@ def launch_rows(builder, nrows: int, cols: int, dtype, *args, name: str) -> None
 
 
 def _softmax_kernel(dtype, block):
-    nbtype, size = numba.from_dtype(dtype), REDUCE_CACHE[block]
+    nbtype, size = cb.numba_type(dtype), REDUCE_CACHE[block]
 
     def kernel(out, o_strides, o_step, x, lead_shape, lead_strides, offset, step, rows, cols,
                zero, lowest):  # fmt: skip
@@ -149,7 +149,7 @@ def softmax(x: TensorData, out, axis: int) -> TensorData:
 
 
 def _logsumexp_kernel(dtype, block):
-    nbtype, size = numba.from_dtype(dtype), REDUCE_CACHE[block]
+    nbtype, size = cb.numba_type(dtype), REDUCE_CACHE[block]
 
     def kernel(out, x, lead_shape, lead_strides, offset, step, rows, cols, zero, lowest):
         cache = cuda.shared.array(size, nbtype)
@@ -204,7 +204,7 @@ def beats(v, i, w, k):
 
 
 def _argmax_kernel(dtype, block):
-    nbtype, size = numba.from_dtype(dtype), REDUCE_CACHE[block]
+    nbtype, size = cb.numba_type(dtype), REDUCE_CACHE[block]
 
     def kernel(out, x, lead_shape, lead_strides, offset, step, rows, cols):
         values = cuda.shared.array(size, nbtype)

@@ -165,7 +165,7 @@ def layer_norm(x, weight, bias, out, eps):
 
 
 def _layer_norm_kernel(dtype, block):
-    nbtype, size = numba.from_dtype(dtype), cr.REDUCE_CACHE[block]
+    nbtype, size = cb.numba_type(dtype), cr.REDUCE_CACHE[block]
 
     def kernel(out, x, lead_shape, lead_strides, offset, step, w, w_step, w_offset, b, b_step,
                b_offset, nrows, cols, n, eps, zero):  # fmt: skip
