@@ -487,16 +487,16 @@ CASES = {
 
 # (op, backend) pairs with no kernel: the call must refuse with an OpError naming the op.
 NO_KERNEL = {
-    ("conv2d", "python"), ("conv2d", "cuda"),
-    ("conv2d_grad_input", "python"), ("conv2d_grad_input", "cuda"),
-    ("conv2d_grad_weight", "python"), ("conv2d_grad_weight", "cuda"),
-    ("max_pool2d", "python"), ("max_pool2d", "cuda"),
-    ("avg_pool2d", "python"), ("avg_pool2d", "cuda"),
-    ("max_pool2d_grad", "python"), ("max_pool2d_grad", "cuda"),
-    ("avg_pool2d_grad", "python"), ("avg_pool2d_grad", "cuda"),
+    ("conv2d", "python"),
+    ("conv2d_grad_input", "python"),
+    ("conv2d_grad_weight", "python"),
+    ("max_pool2d", "python"),
+    ("avg_pool2d", "python"),
+    ("max_pool2d_grad", "python"),
+    ("avg_pool2d_grad", "python"),
     ("softmax", "python"),
-    ("logsumexp", "python"), ("logsumexp", "cuda"),
-}  # fmt: skip
+    ("logsumexp", "python"),
+}  # every op has a cuda kernel (tests/test_cuda_on_device.py runs each one)
 
 RTOL = {"float32": 2e-6, "float64": 1e-12}
 # Few examples per (op, backend) keep the suite under a minute; a deeper hunt:
@@ -550,6 +550,12 @@ def _run(backend, name, data, smooth):
     return arrays, attrs, ref
 
 
+def _laid_out(data, T, arrays):
+    """Tensors holding ``arrays``, each laid out at random, and the arrays they hold."""
+    pairs = [data.draw(laid_out(T, a), label="layout") for a in arrays]
+    return [t for t, _ in pairs], [a for _, a in pairs]
+
+
 def _expected(ref, arrays):
     try:
         with np.errstate(all="ignore"):
@@ -579,11 +585,7 @@ def test_forward(name, backend):
     def check(data):
         arrays, attrs, ref = _run(backend, name, data, smooth=False)
         with on(backend) as T:
-            inputs, used = [], []
-            for a in arrays:
-                t, a = data.draw(laid_out(T, a), label="layout")
-                inputs.append(t)
-                used.append(a)
+            inputs, used = _laid_out(data, T, arrays)
             want, refused = _expected(ref, used)
             label = f"{name} on {backend}: inputs {[str(t.spec) for t in inputs]}, attrs {attrs}"
             if refused is not None or (name, backend) in NO_KERNEL:
@@ -641,3 +643,192 @@ def test_backward(name, backend):
             np.testing.assert_allclose(gi, gw, rtol=1e-5, atol=1e-5, err_msg=label)
 
     check()
+
+
+# ---------------------------------------------------------------- cuda: the paths one example misses
+# One drawn example per op on cuda (EXAMPLES) cannot reach every path of the device kernels;
+# these fixed inputs do, against the numpy backend: both float dtypes, views with strides and
+# offsets, empty batches, NaN/inf, ties, and rows longer than chapter 11's MAX_COLS (256 on
+# the simulator), where minitorch/cuda/rows.py gives each row a block and a tree.
+
+_RNG = np.random.default_rng(39)
+NAN, INF = math.nan, math.inf
+
+
+def _normal(shape, dtype="float64"):
+    return _RNG.standard_normal(shape).astype(dtype)
+
+
+def _quarters(shape, dtype="float64", specials=()):
+    """Few distinct values (ties), with ``specials`` as (index, value) pairs."""
+    a = (_RNG.integers(-2, 3, size=shape) / 4).astype(dtype)
+    for index, v in specials:
+        a[index] = v
+    return a
+
+
+def _lay(T, a, layout):
+    """``a`` on cuda: "c" contiguous, "o" after one junk element, "s" every other element
+    of the last axis (an offset and a stride), "t" stored transposed (reversed axes)."""
+    if layout == "o":
+        return T(np.concatenate([np.zeros(1, a.dtype), a.reshape(-1)]))[1:].reshape(*a.shape)
+    if layout == "s":
+        big = np.zeros(a.shape[:-1] + (2 * a.shape[-1] + 1,), a.dtype)
+        big[..., 1::2] = a
+        return T(big)[(slice(None),) * (a.ndim - 1) + (slice(1, None, 2),)]
+    if layout == "t":
+        order = tuple(reversed(range(a.ndim)))
+        return T(np.ascontiguousarray(a.transpose(order))).permute(*order)
+    return T(a)
+
+
+_X, _W = _normal((2, 3, 5, 4), "float32"), _normal((2, 3, 2, 3), "float32")
+_ROWS = [((1, 7), NAN), ((2, 3), INF), ((3, slice(None)), -INF)]  # rows 1-3; row 0 is plain
+CUDA_EDGES = {
+    "conv2d-f32-views": ("conv2d", [(_X, "s"), (_W, "t")], {"stride": 2, "padding": 1}),
+    "conv2d-mixed-f64": (
+        "conv2d",
+        [(_normal((1, 2, 4, 4), "float32"), "o"), (_normal((3, 2, 3, 3)), "c")],
+        {"stride": 1, "padding": 0},
+    ),
+    "conv2d-empty-batch": (
+        "conv2d",
+        [(_normal((0, 2, 4, 4)), "c"), (_normal((2, 2, 2, 2)), "c")],
+        {"stride": 1, "padding": 1},
+    ),
+    "conv2d_grad_input-f32": (
+        "conv2d_grad_input",
+        [(_normal((2, 2, 3, 2), "float32"), "s"), (_W, "o")],
+        {"stride": 2, "padding": 1, "input_hw": (5, 4)},
+    ),
+    "conv2d_grad_input-f64-overlap": (
+        "conv2d_grad_input",
+        [(_normal((1, 2, 4, 3)), "t"), (_normal((2, 2, 3, 3)), "c")],
+        {"stride": 1, "padding": 1, "input_hw": (4, 3)},
+    ),
+    "conv2d_grad_weight-f64": (
+        "conv2d_grad_weight",
+        [(_X.astype("float64"), "t"), (_normal((2, 2, 3, 2)), "o")],
+        {"stride": 2, "padding": 1, "kernel_hw": (2, 3)},
+    ),
+    "conv2d_grad_weight-empty-batch": (
+        "conv2d_grad_weight",
+        [(_normal((0, 2, 4, 4), "float32"), "c"), (_normal((0, 2, 3, 3), "float32"), "c")],
+        {"stride": 1, "padding": 0, "kernel_hw": (2, 2)},
+    ),
+    "max_pool2d-f32-specials": (
+        "max_pool2d",
+        [(_quarters((2, 2, 4, 5), "float32", [((0, 0, 1, 1), NAN), ((1, 1, 2), INF)]), "s")],
+        {"kernel_size": (2, 3), "stride": (1, 2)},
+    ),
+    "max_pool2d-f64-minus-inf-window": (
+        "max_pool2d",
+        [(_quarters((1, 2, 4, 4), specials=[((0, 0, slice(0, 2), slice(0, 2)), -INF)]), "t")],
+        {"kernel_size": (2, 2), "stride": (2, 2)},
+    ),
+    "avg_pool2d-f64-specials": (
+        "avg_pool2d",
+        [(_quarters((1, 2, 5, 4), specials=[((0, 0, 0, 0), NAN), ((0, 1, 3, 2), INF)]), "o")],
+        {"kernel_size": (3, 2), "stride": (2, 1)},
+    ),
+    "max_pool2d_grad-f32-ties": (
+        "max_pool2d_grad",
+        [
+            (_normal((1, 2, 3, 3), "float32"), "s"),
+            (_quarters((1, 2, 4, 4), "float32", [((0, 0, 1, 2), NAN), ((0, 1, slice(0, 2), slice(0, 2)), -INF)]), "c"),
+        ],
+        {"kernel_size": (2, 2), "stride": (1, 1)},
+    ),
+    "max_pool2d_grad-f64-strides": (
+        "max_pool2d_grad",
+        [(_normal((2, 1, 2, 2)), "c"), (_quarters((2, 1, 4, 4)), "t")],
+        {"kernel_size": (2, 3), "stride": (2, 1)},
+    ),
+    "avg_pool2d_grad-f32-overlap": (
+        "avg_pool2d_grad",
+        [(_normal((1, 2, 3, 2), "float32"), "t"), (_normal((1, 2, 5, 4), "float32"), "c")],
+        {"kernel_size": (3, 2), "stride": (1, 2)},
+    ),
+    "softmax-f32-long": (
+        "softmax",
+        [(_quarters((4, 260), "float32", _ROWS), "s")],
+        {"axis": -1},
+    ),
+    "softmax-f64-long-axis0": ("softmax", [(_normal((261, 2)), "t")], {"axis": 0}),
+    "logsumexp-f32-long": (
+        "logsumexp",
+        [(_quarters((4, 270), "float32", _ROWS), "o")],
+        {"axis": 1, "keepdims": False},
+    ),
+    "logsumexp-f64-long-axis0": (
+        "logsumexp",
+        [(_normal((300, 2)), "t")],
+        {"axis": 0, "keepdims": True},
+    ),
+    "logsumexp-f32-short-specials": (
+        "logsumexp",
+        [(_quarters((4, 9), "float32", _ROWS), "s")],
+        {"axis": 1, "keepdims": True},
+    ),
+    "argmax-f32-long": (
+        "argmax",
+        [(_quarters((3, 300), "float32", [((1, 280), NAN), ((1, 290), NAN), ((2, slice(None)), -INF)]), "s")],
+        {"axis": -1, "keepdims": False},
+    ),
+    "argmax-f64-ties-axis0": (
+        "argmax",
+        [(_quarters((5, 3), specials=[((3, 1), NAN), ((1, 1), NAN)]), "t")],
+        {"axis": 0, "keepdims": True},
+    ),
+    "argmax-int64": ("argmax", [(_RNG.integers(0, 3, (4, 6)), "o")], {"axis": 1, "keepdims": False}),
+    "argmax-bool-long": ("argmax", [(_RNG.random((3, 300)) < 0.01, "s")], {"axis": 1, "keepdims": False}),
+    "layer_norm-f32-long": (
+        "layer_norm",
+        [(_normal((2, 270), "float32"), "s"), (_normal(270, "float32"), "s"), (_normal(270, "float32"), "o")],
+        {"eps": 1e-5},
+    ),
+    "layer_norm-mixed-short": (
+        "layer_norm",
+        [(_normal((3, 5), "float32"), "t"), (_normal(5), "c"), (_normal(5, "float32"), "s")],
+        {"eps": 0.1},
+    ),
+    "pad_slice-bool-negative-step": (
+        "pad_slice",
+        [(_RNG.random((2, 2)) < 0.5, "t")],
+        {"key": (slice(None, None, -2), 1), "shape": (3, 4, 2)},
+    ),
+    "pad_slice-0d": ("pad_slice", [(np.array(2.5, "float32"), "c")], {"key": (), "shape": ()}),
+    "pad_slice-empty-window": (
+        "pad_slice",
+        [(np.zeros((0, 2)), "c")],
+        {"key": (slice(2, 0),), "shape": (3, 2)},
+    ),
+    "sum-empty": ("sum", [(np.zeros((0, 3), "float32"), "c")], {"axis": 0}),
+    "mean-f64-view": ("mean", [(_normal((3, 4)), "t")], {"axis": 1}),
+}  # fmt: skip
+
+
+def _cuda_vs_numpy(name, arrays, attrs):
+    want = mt.dispatch(name, *[mt.tensor(a, dtype=a.dtype.name) for a, _ in arrays], **attrs)
+    with on("cuda") as T:
+        got = mt.dispatch(name, *[_lay(T, a, layout) for a, layout in arrays], **attrs)
+        label = f"{name} on cuda, attrs {attrs}"
+        assert got.dtype == want.dtype and got.shape == want.shape, label
+        _assert_matches(got.numpy(), want.numpy(), got.dtype, label)
+
+
+@pytest.mark.parametrize("case", sorted(CUDA_EDGES))
+def test_cuda_edges(case):
+    _cuda_vs_numpy(*CUDA_EDGES[case])
+
+
+@pytest.mark.parametrize("case", ["softmax-f32-long", "logsumexp-f32-short-specials"])
+def test_cuda_softmax_of_chapter_4(case, monkeypatch):
+    # Chapter 11's fused kernel replaces chapter 4's softmax when minitorch loads; short rows
+    # (a thread each) and long ones (a block each) of chapter 4's own kernel are checked here.
+    from minitorch.cuda import rows
+
+    monkeypatch.setitem(mt.get_op("softmax").kernels, "cuda", rows.softmax)
+    ((a, layout),) = CUDA_EDGES[case][1]
+    _cuda_vs_numpy("softmax", [(a, layout)], {"axis": 1})
+    _cuda_vs_numpy("softmax", [(a[:, :9], "t")], {"axis": 0})

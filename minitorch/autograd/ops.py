@@ -76,7 +76,8 @@ def pad_slice_python(g: TensorData, out: Spec, key, shape) -> TensorData:
 
 @register_kernel("pad_slice", "*")
 def pad_slice_any(g: TensorData, out: Spec, key, shape) -> TensorData:
-    # Any other backend (Numba, CUDA): scatter on the host, then move the result back.
+    # Any other backend without its own (Numba, whose storage is host memory already):
+    # scatter with numpy. CUDA has a device kernel (minitorch/cuda/backend.py).
     from ..backends import base
 
     backend = base.current(out.device)

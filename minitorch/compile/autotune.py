@@ -95,8 +95,8 @@ def _variants(step) -> dict[str, Callable]:
     matmul), the numba backend's when that is a different kernel, and the op's registered
     variants (``register_variant``: an im2col convolution, say)."""
     op = OPS.get(step.node.op) if step.node is not None else None  # a fused group is no op
-    if op is None or op.kind not in TUNABLE:
-        return {}
+    if op is None or op.kind not in TUNABLE or step.spec.device != "cpu":
+        return {}  # the candidates are CPU kernels: a cuda plan keeps its own
     out = {}
     for backend in ("numpy", "numba"):
         try:

@@ -10,6 +10,10 @@ everything that computes launches a kernel built by an exercise of
   reductions fold one axis at a time (4.4); ``mean`` is a sum and a division;
 * ``matmul`` is the tiled kernel (4.5).
 
+The framework's own kernels load with the backend: ``fill`` and ``pad_slice`` here,
+convolution and pooling (:mod:`.conv`), the row ops softmax, logsumexp and argmax
+(:mod:`.rows`). None of them copies data to the host.
+
 Compiled kernels are cached per (exercise, implementation, compile-time
 arguments), so switching between learner and reference code recompiles.
 Launch sizes are small on the simulator, where each thread runs in Python.
@@ -31,12 +35,14 @@ from ..core.instrument import launch  # records launches while chapter 10 profil
 from ..core.registry import OpDef, OpKind, register_kernel
 from ..exercises import implementation
 from ..tensor.data import TensorData
-from ..tensor.indexing import broadcast_shape
+from ..tensor.indexing import broadcast_shape, strides_from_shape
+from ..tensor.views import slice_view
 from . import (
     gpu_present,
     kernels,  # noqa: F401  (registers exercises 4.1-4.5)
     simulator,
 )
+from .device import MAX_DIMS, index_to_position, to_index
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 if SIMULATOR:
@@ -59,6 +65,19 @@ def compiled(ex_id: str, *args):
     k = _kernels.get(key)
     if k is None:
         k = _kernels[key] = cuda.jit(builder(*args))
+    return k
+
+
+_own: dict = {}
+
+
+def own_kernel(body, *args):
+    """``cuda.jit`` of the framework's kernel ``body`` (not an exercise), or of ``body(*args)``
+    when it is a builder taking compile-time arguments (cached)."""
+    key = (body, args)
+    k = _own.get(key)
+    if k is None:
+        k = _own[key] = cuda.jit(body(*args) if args else body)
     return k
 
 
@@ -132,6 +151,41 @@ def _blocks(n: int, threads: int) -> int:
 def _empty(shape, dtype) -> TensorData:
     size = int(np.prod(shape, dtype=np.int64))
     return TensorData.contiguous(cuda.device_array(size, dtype=dtype), tuple(shape))
+
+
+def _fill(out, n, value):
+    i = cuda.grid(1)
+    while i < n:
+        out[i] = value
+        i += cuda.gridsize(1)
+
+
+def fill(shape, dtype, value) -> TensorData:
+    """A new contiguous tensor of ``shape`` holding ``value``, written on the device."""
+    out = _empty(shape, dtype)
+    if out.size:
+        threads = min(THREADS, out.size)
+        launch(own_kernel(_fill), _blocks(out.size, threads), threads,
+               out.storage, out.size, out.dtype.type(value), name="fill")  # fmt: skip
+    return out
+
+
+def _copy_into(dst, shape, d_strides, d_offset, src, s_shape, s_strides, s_offset, n):
+    index = cuda.local.array(MAX_DIMS, numba.int64)
+    i = cuda.grid(1)
+    while i < n:
+        to_index(i, shape, index)
+        dst[index_to_position(index, d_strides, d_offset)] = src[
+            index_to_position(index, s_strides, s_offset)
+        ]
+        i += cuda.gridsize(1)
+
+
+def copy_into(dst: TensorData, src: TensorData) -> None:
+    """Write ``src`` into the strided view ``dst`` of the same shape, one thread per element."""
+    if src.size:
+        launch(own_kernel(_copy_into), _blocks(src.size, THREADS), THREADS,
+               *_args(dst), *_args(src), src.size, name="copy_into")  # fmt: skip
 
 
 def launch_map(fn, a: TensorData, shape, dtype) -> TensorData:
@@ -228,9 +282,8 @@ class CudaBackend(Backend):
 
 def reduce(op: OpDef, a: TensorData, out, axis) -> TensorData:
     if a.size == 0 or not axis:
-        start = 0 if op.name == "sum" else None
         if a.size == 0:  # an empty sum (max/min of empty dims fail in infer)
-            return _BACKEND.from_numpy(np.full(out.shape, start, dtype=out.dtype))
+            return fill(out.shape, out.dtype, 0)
         result = launch_map(_named_fn("identity", _identity), a, a.shape, out.dtype)
     elif op.name == "sum" and len(axis) == a.ndim:
         result = launch_block_sum(_as(a, out.dtype), out.dtype)
@@ -263,8 +316,7 @@ def mean(a, out, axis, keepdims):
 
     total = reduce(get_op("sum"), a, out, axis)
     count = int(np.prod([a.shape[d] for d in axis], dtype=np.int64))
-    divisor = _BACKEND.from_numpy(np.array([count], dtype=out.dtype))
-    divisor = TensorData(divisor.storage, (1,), (0,), 0)
+    divisor = fill((1,), out.dtype, count)
     div = _named_fn("div", _div)
     return launch_zip(div, total, divisor, out.shape, out.dtype)
 
@@ -295,12 +347,14 @@ def where(c, a, b, out):
     return launch_zip(_named_fn("add", lambda x, y: x + y), ta, tb, out.shape, out.dtype)
 
 
-@register_kernel("argmax", "cuda")
-def argmax(a, out, axis, keepdims):
-    # No device kernel for argmax in this chapter: search on the host (one copy each
-    # way), so that accuracy() and friends work on cuda tensors with numpy's NaN rule.
-    index = np.argmax(_BACKEND.to_numpy(a), axis=axis[0], keepdims=keepdims)
-    return _BACKEND.from_numpy(np.asarray(index, dtype=out.dtype))
+@register_kernel("pad_slice", "cuda")
+def pad_slice(g, out, key, shape):
+    # Zeros, then g copied into the window view of them (chapter 1's slice_view), all on
+    # the device: the "*" kernel scatters on the host.
+    result = fill(out.shape, out.dtype, 0)
+    wshape, wstrides, woffset = slice_view(out.shape, tuple(strides_from_shape(out.shape)), 0, key)
+    copy_into(TensorData(result.storage, tuple(wshape), tuple(wstrides), woffset), g)
+    return result
 
 
 def _batched(x: TensorData, batch: tuple) -> TensorData:
@@ -345,5 +399,8 @@ def launch_matmul(kernel, a: TensorData, b: TensorData, block: int, dtype) -> Te
 def matmul(a, b, out):
     return launch_matmul(compiled("4.5", TILE, matmul_type(out.dtype)), a, b, TILE, out.dtype)
 
+
+# The framework's own kernels beyond the exercises (they import this module).
+from . import conv, rows  # noqa: E402, F401
 
 __all__ = ["CudaBackend", "SIMULATOR", "THREADS", "TILE", "compiled", "gpu_present", "numba"]

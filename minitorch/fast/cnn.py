@@ -116,7 +116,7 @@ def cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
 
 def _logsumexp_rows(logits: Tensor) -> Tensor:
     """The logsumexp op, or the same stable sum from elementwise ops and reductions on a
-    backend without its kernel (cuda, python)."""
+    backend without its kernel (python)."""
     try:
         backends.current(logits.device).kernel(get_op("logsumexp"))
     except OpError:

@@ -9,16 +9,21 @@ row to one block, loads it into shared memory once, reduces the maximum and the
 sum in shared memory and writes each result once: one read and one write per
 element. ``minitorch.cuda.traffic`` counts both on the simulator (see the tests
 in ``autograder/tests/ch11/test_fused.py``).
+
+A row longer than a block caches (``MAX_COLS``) goes to chapter 4's softmax of any row
+length (:mod:`minitorch.cuda.rows`), and layer norm to a kernel written the same way
+(a thread or a block per row, sums in the output's dtype), which also takes mixed dtypes.
 """
 
 from __future__ import annotations
 
-import math  # noqa: F401  (math.exp and math.sqrt inside kernel bodies)
+import math  # math.exp and math.sqrt inside kernel bodies
 
 import numpy as np
 
 from ..cuda import backend as cb  # first: it chooses the simulator before numba.cuda loads
 from ..cuda import lowering
+from ..cuda import rows as cr
 
 # isort: split
 import numba  # noqa: F401  (numba types inside kernel bodies)
@@ -28,7 +33,6 @@ from ..exercises import exercise
 from ..profiler.core import launch
 from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
-from . import ops
 
 # Threads per block of the row kernels (a power of two: the tree reductions halve it)
 # and the longest row a block caches in shared memory.
@@ -124,19 +128,11 @@ def _blocks(rows: int) -> int:
     return max(1, min(cb.MAX_BLOCKS, rows))
 
 
-def _host(fn, out, *inputs, **attrs):
-    """Rows longer than a block caches: compute on the host (the numpy kernel), as argmax does."""
-    args = [TensorData.from_numpy(cb._BACKEND.to_numpy(x)) for x in inputs]
-    return cb._BACKEND.from_numpy(fn(*args, out=out, **attrs).as_numpy_view())
-
-
 def softmax(x, out, axis):
     rows_shape = tuple(n for d, n in enumerate(x.shape) if d != axis) + (x.shape[axis],)
     cols = x.shape[axis]
-    if cols > MAX_COLS or out.dtype.kind != "f" or x.dtype != out.dtype:
-        from ..core.conv_ops import softmax_numpy
-
-        return _host(softmax_numpy, out, x, axis=axis)
+    if cols > MAX_COLS:  # longer than a block caches: chapter 4's softmax, any row length
+        return cr.softmax(x, out, axis)
     src = _moved_last(x, axis)
     result = cb._empty(rows_shape, out.dtype)
     rows = result.size // cols if cols else 0
@@ -157,7 +153,7 @@ def layer_norm(x, weight, bias, out, eps):
     cols = out.shape[-1]
     same = all(t.dtype == out.dtype for t in (x, weight, bias))
     if cols > MAX_COLS or not same:
-        return _host(ops.layer_norm_numpy, out, x, weight, bias, eps=eps)
+        return layer_norm_rows(x, weight, bias, out, eps)
     src, w, b = (_contiguous(t) for t in (x, weight, bias))
     result = cb._empty(out.shape, out.dtype)
     rows = result.size // cols
@@ -165,6 +161,45 @@ def layer_norm(x, weight, bias, out, eps):
         k = cb.compiled("11.5", ROW_THREADS, MAX_COLS, cb.numba_type(out.dtype))
         launch(k, _blocks(rows), ROW_THREADS, result.storage, src.storage, w.storage, b.storage,
                rows, cols, out.dtype.type(eps), name="layer_norm")  # fmt: skip
+    return result
+
+
+def _layer_norm_kernel(dtype, block):
+    nbtype, size = cb.numba_type(dtype), cr.REDUCE_CACHE[block]
+
+    def kernel(out, x, lead_shape, lead_strides, offset, step, w, w_step, w_offset, b, b_step,
+               b_offset, nrows, cols, n, eps, zero):  # fmt: skip
+        cache = cuda.shared.array(size, nbtype)
+        r, rstep, t, nt = cr.lanes(block)
+        while r < nrows:
+            base = cr.row_start(r, lead_shape, lead_strides, offset)
+            s = zero
+            for j in range(t, cols, nt):
+                s += x[base + j * step]
+            mean = cr.tree(cache, t, nt, s, cr.SUM) / n
+            q = zero
+            for j in range(t, cols, nt):
+                d = x[base + j * step] - mean
+                q += d * d
+            sd = math.sqrt(cr.tree(cache, t, nt, q, cr.SUM) / n + eps)
+            for j in range(t, cols, nt):
+                y = (x[base + j * step] - mean) / sd
+                out[r * cols + j] = y * w[w_offset + j * w_step] + b[b_offset + j * b_step]
+            r += rstep
+
+    return kernel
+
+
+def layer_norm_rows(x, weight, bias, out, eps):
+    """Layer norm of rows of any length and mixed input dtypes, in the output's dtype (the
+    fused exercise caches a row in shared memory and takes one dtype)."""
+    result = cb._empty(out.shape, out.dtype)
+    cols, dtype = out.shape[-1], out.dtype.type
+    nrows = result.size // cols
+    cr.launch_rows(_layer_norm_kernel, nrows, cols, out.dtype, result.storage, x.storage,
+                   *cr.rows_of(x, x.ndim - 1), weight.storage, weight.strides[0], weight.offset,
+                   bias.storage, bias.strides[0], bias.offset, nrows, cols, dtype(cols),
+                   dtype(eps), dtype(0), name="layer_norm")  # fmt: skip
     return result
 
 
@@ -193,18 +228,8 @@ def _causal(out, x, n, tq, tk, fill):
         e += cuda.gridsize(1)
 
 
-_plain: dict = {}
-
-
-def _kernel(fn):
-    k = _plain.get(fn)
-    if k is None:
-        k = _plain[fn] = cuda.jit(fn)
-    return k
-
-
 def _launch(fn, n, *args, name):
-    launch(_kernel(fn), cb._blocks(n, cb.THREADS), cb.THREADS, *args, name=name)
+    launch(cb.own_kernel(fn), cb._blocks(n, cb.THREADS), cb.THREADS, *args, name=name)
 
 
 def embedding(weight, ids, out):
@@ -217,7 +242,7 @@ def embedding(weight, ids, out):
 
 
 def embedding_grad(grad, ids, out, num_embeddings):
-    result = cb._BACKEND.from_numpy(np.zeros(out.shape, out.dtype))
+    result = cb.fill(out.shape, out.dtype, 0)
     if grad.size:
         g, i = _contiguous(grad), _contiguous(ids)
         _launch(_scatter_add, g.size, result.storage, g.storage, i.storage, g.size,
@@ -248,6 +273,16 @@ def _lowered_softmax(t):
 def _lowered_layer_norm(t):
     body = layer_norm_kernel(ROW_THREADS, MAX_COLS, t)
     return body, (t[::1], t[::1], t[::1], t[::1], _ROW, _ROW, t)
+
+
+for _block, _how in ((False, "a thread"), (True, "a block")):
+
+    @lowering.register(f"rows layer_norm ({_how} per row)", ("float32",))
+    def _(t, block=_block):
+        body, meta = _layer_norm_kernel(np.dtype(str(t)), block), _ROW[::1]
+        rows = (meta, meta, _ROW, _ROW)
+        return body, (t[::1], t[::1], *rows, t[::1], _ROW, _ROW, t[::1], _ROW, _ROW, _ROW, _ROW,
+                      t, t, t)  # fmt: skip
 
 
 __all__ = ["MAX_COLS", "ROW_THREADS", "layer_norm_kernel", "softmax_kernel"]
