@@ -46,7 +46,7 @@ from .device import MAX_DIMS, index_to_position, to_index
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 if SIMULATOR:
-    simulator.patch()  # its syncthreads() waits instead of polling: kernels that sync run faster
+    simulator.patch()  # a block's threads run as greenlets, not OS threads: far cheaper launches
 # Launch configuration: tiny on the simulator (each simulated thread runs in Python).
 THREADS = 32 if SIMULATOR else 256  # threads per block of map/zip/block-sum
 MAX_BLOCKS = 4 if SIMULATOR else 4096  # grid-stride loops cover the rest
