@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_ch9_train import _step  # zero_grad, cross-entropy, backward, step
 
 import minitorch as mt
 from minitorch.fast import cnn
@@ -16,17 +17,6 @@ from minitorch.transformer.measure import make_step
 
 MODES = [None, "default", "reduce-overhead", "max-autotune"]
 STEPS = 3
-
-
-def _cnn_step(model, opt):
-    def step(x, y):
-        opt.zero_grad()
-        loss = cnn.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
 
 
 def _digits():
@@ -53,7 +43,7 @@ def _train(make_model, make_step_fn, batch, device, mode):
 
 
 MODELS = {
-    "cnn": (lambda: cnn.DigitsCNN(channels=(2, 3), hidden=0, seed=0), _cnn_step, _digits),
+    "cnn": (lambda: cnn.DigitsCNN(channels=(2, 3), hidden=0, seed=0), _step, _digits),
     "tinygpt": (
         lambda: TinyGPT(7, context=4, width=8, heads=2, layers=1, seed=0),
         make_step,

@@ -90,22 +90,26 @@ def _run(self, grid_point, *args) -> None:
     del BlockThread  # imported to fail early if the module changed shape
 
 
-def _shared_array(self, shape, dtype, alignment=None):
-    """``FakeCUDAShared.array`` keyed by its caller's line as before, found without
-    ``traceback.extract_stack`` (which read the whole stack, source lines included, on
-    every call of every thread)."""
-    if alignment is not None or shape == 0:
-        return _ORIGINAL_SHARED[0](self, shape, dtype, alignment)
+def allocate(shared, shape, dtype, frame):
+    """The shared array of the ``cuda.shared.array`` call made on ``frame``'s line: the
+    simulator tells allocations apart by call site (one per launch, blocks run in turn)."""
     from numba.cuda.simulator import kernelapi
 
     if isinstance(dtype, kernelapi.types.Type):
         dtype = kernelapi.numpy_support.as_dtype(dtype)
-    frame = sys._getframe(1)
     caller = (frame.f_code.co_filename, frame.f_lineno)
-    res = self._allocations.get(caller)
+    res = shared._allocations.get(caller)
     if res is None:
-        res = self._allocations[caller] = np.empty(shape, dtype)
+        res = shared._allocations[caller] = np.empty(shape, dtype)
     return res
+
+
+def _shared_array(self, shape, dtype, alignment=None):
+    """``FakeCUDAShared.array``, its caller found without ``traceback.extract_stack`` (which
+    read the whole stack, source lines included, on every call of every thread)."""
+    if alignment is not None or shape == 0:
+        return _ORIGINAL_SHARED[0](self, shape, dtype, alignment)
+    return allocate(self, shape, dtype, sys._getframe(1))
 
 
 _ORIGINAL_SHARED: list = []

@@ -29,6 +29,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .simulator import allocate
+
 
 def _root(array: np.ndarray) -> np.ndarray:
     while isinstance(array.base, np.ndarray):
@@ -196,15 +198,7 @@ def count_traffic() -> Iterator[Traffic]:
     def shared_array(self, shape, dtype, alignment=None):
         if shape == 0:  # dynamic shared memory: no call-site bookkeeping
             return _SharedCounter(orig_shared(self, shape, dtype, alignment), traffic)
-        if isinstance(dtype, kernelapi.types.Type):
-            dtype = kernelapi.numpy_support.as_dtype(dtype)
-        # The simulator tells allocations apart by call site; the caller is one frame up.
-        frame = sys._getframe(1)
-        site = (frame.f_code.co_filename, frame.f_lineno)
-        ary = self._allocations.get(site)
-        if ary is None:
-            ary = self._allocations[site] = np.empty(shape, dtype)
-        return _SharedCounter(ary, traffic)
+        return _SharedCounter(allocate(self, shape, dtype, sys._getframe(1)), traffic)
 
     Arr.__getitem__, Arr.__setitem__ = getitem, setitem
     kernelapi.FakeCUDAShared.array = shared_array
