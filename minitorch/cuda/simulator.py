@@ -29,14 +29,15 @@ import threading
 import numpy as np
 
 _SYNC = object()  # what a thread's greenlet passes to the scheduler at a barrier
-_ATTRS = ("threadIdx", "blockIdx", "thread_id", "_manager", "syncthreads",
-          "syncthreads_count", "syncthreads_and", "syncthreads_or", "abort")  # fmt: skip
+# what numba.cuda.simulator.kernelapi reads off threading.current_thread()
+_ATTRS = ("threadIdx", "blockIdx", "thread_id", "syncthreads", "syncthreads_count",
+          "syncthreads_and", "syncthreads_or")  # fmt: skip
 
 
 def _run(self, grid_point, *args) -> None:
     """``BlockManager.run``: every thread of the block at ``grid_point``, to the end."""
     from greenlet import greenlet
-    from numba.cuda.simulator.kernel import BlockThread, Dim3
+    from numba.cuda.simulator.kernel import Dim3
 
     me, scheduler = threading.current_thread(), greenlet.getcurrent()
     saved = {k: me.__dict__[k] for k in _ATTRS if k in me.__dict__}
@@ -62,7 +63,7 @@ def _run(self, grid_point, *args) -> None:
         return call
 
     me.__dict__.update(
-        blockIdx=Dim3(*grid_point), _manager=self, abort=False, syncthreads=sync,
+        blockIdx=Dim3(*grid_point), syncthreads=sync,
         syncthreads_count=collective(np.count_nonzero),
         syncthreads_and=collective(lambda s: 1 if np.all(s) else 0),
         syncthreads_or=collective(lambda s: 1 if np.any(s) else 0),
@@ -87,7 +88,6 @@ def _run(self, grid_point, *args) -> None:
         for k in _ATTRS:
             me.__dict__.pop(k, None)
         me.__dict__.update(saved)
-    del BlockThread  # imported to fail early if the module changed shape
 
 
 def allocate(shared, shape, dtype, frame):
@@ -124,7 +124,7 @@ def patch() -> bool:
     except ImportError:
         return False
     manager = getattr(kernel, "BlockManager", None)
-    if manager is None or not hasattr(kernel, "BlockThread") or not hasattr(kernel, "Dim3"):
+    if manager is None or not hasattr(kernel, "Dim3"):
         return False
     from numba.cuda.simulator import kernelapi
 
