@@ -75,6 +75,10 @@ def test_module_to_moves_parameters_in_place():
     assert all(np.array_equal(p.numpy(), v) for p, v in zip(model.parameters(), values))
     model.to("cpu")
     assert all(p.device == "cpu" and p.requires_grad for p in model.parameters())
+    for bad in ("float64", "tpu"):
+        with pytest.raises(mt.OpError, match=f"'{bad}' is not a device.*'cpu' or 'cuda'"):
+            model.to(bad)
+    assert all(p.device == "cpu" and p.dtype == np.float32 for p in model.parameters())
 
 
 def test_generation_on_cuda_matches_the_cpu():

@@ -177,6 +177,12 @@ class Module:
         """Move every parameter to ``device`` (``"cpu"`` or ``"cuda"``) in place: the same
         Parameter objects, so move a model before making its optimizer (whose buffers
         follow the parameters' device when they are made)."""
+        if device not in ("cpu", "cuda"):
+            raise OpError(
+                "Module.to",
+                f"device {device!r} is not a device",
+                hint="'cpu' or 'cuda' (a module's dtype is set when its parameters are made)",
+            )
         for p in self.parameters():
             if p.device != device:
                 moved = p.detach().to(device)
