@@ -141,16 +141,17 @@ def _cmdline(pid: str) -> bytes:
 def test_official_grading_refuses_without_root(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(sandbox.Refused, match="runs as root"):
-        sandbox.grading_user()
+        sandbox.take_grading_user()
 
 
 @ROOT_ONLY
-def test_official_grading_refuses_without_its_user_and_useradd(monkeypatch):
+def test_official_grading_refuses_without_its_user_and_useradd(monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox.config, "GRADER_USER", "minitorch-nobody-here")
+    monkeypatch.setattr(sandbox.config, "GRADER_LOCKS", str(tmp_path))
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     monkeypatch.setattr(sandbox.os.path, "exists", lambda path: False)
-    with pytest.raises(sandbox.Refused, match="no user minitorch-nobody-here"):
-        sandbox.grading_user()
+    with pytest.raises(sandbox.Refused, match="no user minitorch-nobody-here-0"):
+        sandbox.take_grading_user()
 
 
 PROBE = r"""
@@ -188,7 +189,8 @@ def test_an_official_child_lives_in_a_world_of_its_own(tmp_path):
     """As the grading user, no capability, no process creation, no network, its own /tmp,
     a read-only tree, and nothing of the grader's: not the references, the oracle, the
     results, the grader's process."""
-    ids = sandbox.grading_user()
+    lease = sandbox.take_grading_user()
+    ids = lease.ids
     work = Path(tempfile.mkdtemp(prefix="autograder-test-"))
     try:
         os.chmod(work, 0o700)
@@ -202,17 +204,19 @@ def test_an_official_child_lives_in_a_world_of_its_own(tmp_path):
                    "/home"]  # fmt: skip
         code = PROBE.replace("PATHS", repr(json.dumps(secrets))).replace("PARENT", str(os.getpid()))
         world = sandbox.new_world(work, tree)
-        proc = subprocess.run([sandbox.python(), "-I", "-S", "-c", code], capture_output=True,
-                              text=True, timeout=120, cwd="/", env={"PATH": "/usr/bin:/bin"},
-                              preexec_fn=sandbox.official_preexec(world, ids))  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        seen = json.loads(proc.stdout)
+        proc = sandbox.official_popen([sandbox.python(), "-I", "-S", "-c", code], world, ids,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      cwd="/", env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        seen = json.loads(stdout)
     finally:
         sandbox.remove_tree(work)
+        lease.release()
     assert (seen["uid"], seen["gid"], seen["groups"]) == (ids[0], ids[1], [])
     assert seen["caps"] == "0" * 32 and seen["seccomp"] == "2"
     assert {"grading", "tmp", "usr", "proc"} <= set(seen["root"]) and "home" not in seen["root"]
     assert seen["readable"] == [], seen["readable"]
-    assert os.getpid() not in seen["procs"] and len(seen["procs"]) == 1
+    assert seen["procs"] == [1]  # itself, the init of its own PID namespace
     assert seen["fork"] == 1 and seen["net"] in (101, 113, 111) and seen["kill"] in (1, 3)
     assert seen["/grading/x"] == 30 and seen["/tmp/x"] == "written"
