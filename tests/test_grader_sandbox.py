@@ -220,3 +220,71 @@ def test_an_official_child_lives_in_a_world_of_its_own(tmp_path):
     assert seen["procs"] == [1]  # itself, the init of its own PID namespace
     assert seen["fork"] == 1 and seen["net"] in (101, 113, 111) and seen["kill"] in (1, 3)
     assert seen["/grading/x"] == 30 and seen["/tmp/x"] == "written"
+
+
+VICTIM = """
+import time
+for where in ("/tmp", "/cache"):
+    open(f"{where}/mine", "w").write("a fresh program's own file")
+print("fresh program ready", flush=True)
+time.sleep(120)
+"""
+
+
+@ROOT_ONLY
+def test_a_test_process_cannot_reach_a_benchmarks_fresh_programs():
+    """The issue's attack: a test process (same user) found a benchmark's fresh program in
+    /proc, and could list and write its /tmp, open its memory and signal it. Each child is
+    now alone in a PID namespace of its own; the fresh programs' shared /cache is a tmpfs."""
+    from autograder.grader.children import Launcher
+
+    work = Path(tempfile.mkdtemp(prefix="autograder-test-"))
+    os.chmod(work, 0o700)
+    launcher = Launcher(official=True, work=work)
+    try:
+        tree = sandbox.build_tree(sandbox.ROOT / "minitorch", False,
+                                  dest=Path(tempfile.mkdtemp(dir=work)))  # fmt: skip
+        peek = (Path(__file__).parent / "hostile" / "_peek_fresh.py").read_text()
+        scratch = launcher.scratch_dir(False)
+        victim = launcher.start({"kind": "program", "program": VICTIM}, tree, "learner",
+                                scratch=scratch)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while b"fresh program ready" not in victim.log.read_bytes():
+            assert victim.exit_code() is None and time.monotonic() < deadline, victim.tail()
+            time.sleep(0.1)
+        assert os.path.ismount(scratch) and (scratch / "mine").exists()
+        probe = launcher.start({"kind": "program", "program": peek}, tree, "learner")
+        probe.popen.wait(timeout=120)
+        reached = json.loads(probe.log.read_text().strip().splitlines()[-1])
+        alive = victim.exit_code() is None
+        launcher.finish(probe, others=(victim,))
+        launcher.finish(victim)
+    finally:
+        launcher.close()
+        sandbox.remove_tree(work)
+    assert alive
+    assert reached == {"seen": [], "tmp": [], "written": [], "memory": [], "signalled": [],
+                       "any": 3}, reached  # fmt: skip
+    assert not os.path.ismount(scratch)
+
+
+@ROOT_ONLY
+def test_two_runs_never_share_a_grading_user(monkeypatch):
+    """Two official runs at once once shared one user, and so killed and read each other's
+    processes. Each takes a user of the pool no other run holds; when all are taken, the
+    next is refused, saying why."""
+    a = sandbox.take_grading_user()
+    b = sandbox.take_grading_user()
+    try:
+        assert a.ids != b.ids and a.name != b.name
+        taken = 1 + max(int(lease.name.rsplit("-", 1)[1]) for lease in (a, b))
+        monkeypatch.setattr(sandbox.config, "GRADER_USERS", taken)
+        with pytest.raises(sandbox.Refused, match=f"{taken} official gradings already run"):
+            sandbox.take_grading_user()
+        c_name = b.name
+        b.release()
+        b = sandbox.take_grading_user()
+        assert b.name == c_name  # let go: the next run may take it
+    finally:
+        a.release()
+        b.release()
