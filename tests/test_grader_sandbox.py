@@ -3,6 +3,7 @@ lives in (root only: it gives learner code another user); the processes it leave
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -175,6 +176,10 @@ try:
     os.kill(int(PARENT), 9); out["kill"] = "sent"
 except OSError as e:
     out["kill"] = e.errno
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)  # keyctl(KEYCTL_GET_KEYRING_ID, the user keyring)
+got = libc.syscall(KEYCTL, 0, -4, 0)
+out["keyring"] = got if got >= 0 else ctypes.get_errno()
 for where in ("/grading/x", "/tmp/x"):
     try:
         open(where, "w").write("x"); out[where] = "written"
@@ -203,6 +208,7 @@ def test_an_official_child_lives_in_a_world_of_its_own(tmp_path):
                    str(sandbox.ROOT / "autograder" / "grader"), "/root/.ssh", "/etc/shadow",
                    "/home"]  # fmt: skip
         code = PROBE.replace("PATHS", repr(json.dumps(secrets))).replace("PARENT", str(os.getpid()))
+        code = code.replace("KEYCTL", str(sandbox._SECCOMP[platform.machine()][5][2]))
         world = sandbox.new_world(work, tree)
         proc = sandbox.official_popen([sandbox.python(), "-I", "-S", "-c", code], world, ids,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -220,6 +226,7 @@ def test_an_official_child_lives_in_a_world_of_its_own(tmp_path):
     assert seen["procs"] == [1]  # itself, the init of its own PID namespace
     assert seen["fork"] == 1 and seen["net"] in (101, 113, 111) and seen["kill"] in (1, 3)
     assert seen["/grading/x"] == 30 and seen["/tmp/x"] == "written"
+    assert seen["keyring"] == 38  # ENOSYS: no user keyring shared with the run's other children
 
 
 VICTIM = """

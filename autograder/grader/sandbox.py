@@ -378,21 +378,22 @@ def take_grading_user(create: bool = True) -> Lease:
                   "one of them. Run it when one has finished.")  # fmt: skip
 
 
-_SECCOMP = {  # machine: (audit arch, clone, clone3, fork, vfork)
-    "x86_64": (0xC000003E, 56, 435, 57, 58),
-    "aarch64": (0xC00000B7, 220, 435, None, None),
+_SECCOMP = {  # machine: (audit arch, clone, clone3, fork, vfork, (add_key, request_key, keyctl))
+    "x86_64": (0xC000003E, 56, 435, 57, 58, (248, 249, 250)),
+    "aarch64": (0xC00000B7, 220, 435, None, None, (217, 218, 219)),
 }
 
 
 def _no_processes_filter() -> ctypes.Structure:
-    """A seccomp program: creating a process fails (EPERM); threads are allowed.
+    """A seccomp program: creating a process fails (EPERM); threads are allowed; the
+    keyring calls answer ENOSYS.
 
     ``clone3`` answers ENOSYS so that the C library falls back to ``clone``, whose
     flags a filter can read."""
     spec = _SECCOMP.get(platform.machine())
     if spec is None:
         raise Refused(f"no process filter for {platform.machine()}")
-    arch, clone, clone3, fork, vfork = spec
+    arch, clone, clone3, fork, vfork, keys = spec
 
     class Insn(ctypes.Structure):
         _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
@@ -408,7 +409,10 @@ def _no_processes_filter() -> ctypes.Structure:
     # Each instruction is (code, jump if true, jump if false, k); jumps count from the next one.
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0),
             (jge, 0, 1, 0x40000000), (ret, 0, 0, kill)]  # fmt: skip
-    prog += [(jeq, 0, 1, clone3), (ret, 0, 0, enosys)]
+    # The kernel's keyrings are shared by every process of a user: a channel between the
+    # run's children (a benchmark's test process and its fresh programs) that no world cuts.
+    for nr in (clone3, *keys):
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, enosys)]
     for nr in denied:
         prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
     prog += [(jeq, 1, 0, clone), (ret, 0, 0, allow), (ld, 0, 0, 16),
