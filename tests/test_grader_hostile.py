@@ -216,14 +216,16 @@ def test_two_runs_at_once_each_grade_their_own_submission(repo, tmp_path):
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        hostile, honest = start(repo, "--exercise", "1.3"), start(peer, "--exercise", "1.3")
-        graded = {"hostile": finished(repo, hostile), "honest": finished(peer, honest)}
+        runs = {"hostile": (repo, start(repo, "--exercise", "1.3")),
+                "honest": (peer, start(peer, "--exercise", "1.3"))}  # fmt: skip
+        graded = {name: finished(*run) for name, run in runs.items()}
     finally:
         stop.set()
         watcher.join()
     assert max(seen) >= 2, "the two runs' children never ran at the same time"
-    assert graded["hostile"]["score"] == 0, graded["hostile"]["tests"]
-    assert graded["honest"]["score"] == graded["honest"]["max_score"] == 2, graded["honest"]["tests"]
+    hostile, honest = graded["hostile"], graded["honest"]
+    assert hostile["score"] == 0, hostile["tests"]
+    assert honest["score"] == honest["max_score"] == 2, honest["tests"]
     assert not grading_user_processes(), "a process outlived the grader"
 
 

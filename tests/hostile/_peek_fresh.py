@@ -6,17 +6,25 @@ import json
 import os
 import time
 
-me, done = os.getpid(), {"seen": set(), "tmp": set(), "written": set(), "memory": set(),
-                         "signalled": set()}  # fmt: skip
+
+def reach(key, pid):
+    if key == "tmp":
+        os.listdir(f"/proc/{pid}/root/tmp")
+    elif key == "written":
+        open(f"/proc/{pid}/root/tmp/peeked", "w").close()
+    elif key == "memory":
+        open(f"/proc/{pid}/mem", "rb").close()
+    else:
+        os.kill(pid, 0)
+
+
+done = {key: set() for key in ("seen", "tmp", "written", "memory", "signalled")}
 for _ in range(20):
-    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me):
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
         done["seen"].add(pid)
-        for key, reach in (("tmp", lambda: os.listdir(f"/proc/{pid}/root/tmp")),
-                           ("written", lambda: open(f"/proc/{pid}/root/tmp/peeked", "w").close()),
-                           ("memory", lambda: open(f"/proc/{pid}/mem", "rb").close()),
-                           ("signalled", lambda: os.kill(pid, 0))):  # fmt: skip
+        for key in ("tmp", "written", "memory", "signalled"):
             try:
-                reach()
+                reach(key, pid)
                 done[key].add(pid)
             except OSError:
                 pass
