@@ -206,27 +206,43 @@ def test_two_runs_at_once_each_grade_their_own_submission(repo, tmp_path):
     stub = 'raise NotImplementedError("Exercise 1.3: strides_from_shape")'
     path.write_text(path.read_text().replace(stub, "return attack(shape)") + "\n\n"
                     + (HOSTILE / "_peer_run.py").read_text())  # fmt: skip
-    seen, stop = [], threading.Event()
+    graders, both, stop = set(), [], threading.Event()
 
-    def watch():  # the grading users' processes alive at once: both runs' children overlap
+    def watch():  # the users of both runs' children while both run one (another run's aside)
         while not stop.is_set():
-            seen.append(len(grading_user_processes()))
+            users = {}
+            for pid in grading_user_processes():
+                if _parent(pid) in graders:
+                    users[_parent(pid)] = _owner(str(pid))
+            if len(users) == 2:
+                both.append(set(users.values()))
             time.sleep(0.05)
 
     watcher = threading.Thread(target=watch)
-    watcher.start()
     try:
         runs = {"hostile": (repo, start(repo, "--exercise", "1.3")),
                 "honest": (peer, start(peer, "--exercise", "1.3"))}  # fmt: skip
+        graders.update(proc.pid for _, proc in runs.values())
+        watcher.start()
         graded = {name: finished(*run) for name, run in runs.items()}
     finally:
         stop.set()
-        watcher.join()
-    assert max(seen) >= 2, "the two runs' children never ran at the same time"
+        if watcher.is_alive():
+            watcher.join()
+    assert both, "the two runs' children never ran at the same time"
+    assert all(len(users) == 2 for users in both), "two runs at once shared a grading user"
     hostile, honest = graded["hostile"], graded["honest"]
     assert hostile["score"] == 0, hostile["tests"]
     assert honest["score"] == honest["max_score"] == 2, honest["tests"]
-    assert not grading_user_processes(), "a process outlived the grader"
+    left = [p for p in grading_user_processes() if _owner(str(p)) in set.union(*both)]
+    assert not left, "a process outlived the grader"
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 @pytest.mark.parametrize(
