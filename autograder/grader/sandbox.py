@@ -343,10 +343,10 @@ class Lease:
 
 
 def take_grading_user(create: bool = True) -> Lease:
-    """A user of the pool (:data:`config.GRADER_USERS`) that no other official run holds.
-    Two runs never share one: every process of the user is killed after each child, and
-    ``/proc`` would show each other's. Refuses unless this process is root (only root can
-    start a child as another user), and when every user of the pool is taken."""
+    """A user of the pool (:data:`config.GRADER_USERS`) that no other official run holds
+    (two runs sharing one killed each other's children: every process of the run's user is
+    killed after each child). Refuses unless this process is root (only root can start a
+    child as another user), and when every user of the pool is taken."""
     if _libc is None or platform.system() != "Linux":
         raise Refused("official grading needs Linux (namespaces, seccomp)")
     if os.geteuid() != 0:

@@ -7,8 +7,8 @@ oracle and the course's own package (benchmark baselines run on it).
 ``run_autograder`` deletes any ``results.json`` first, finds the uploaded
 ``minitorch/`` (and ``exercises/``) and runs official grading
 (``python -m autograder --official``): learner code, labs included, runs as
-a grading user of its own in a world of its own (``autograder/grader/sandbox.py``), and
-only the grader writes ``/autograder/results/results.json``, once every child
+the run's own grading user in a world of its own (``autograder/grader/sandbox.py``),
+and only the grader writes ``/autograder/results/results.json``, once every child
 is dead. ``AUTOGRADER_ROOT`` and ``PYTHON`` replace ``/autograder`` and its
 venv to try it in a local tree (``tests/test_grader_gradescope.py``).
 """
