@@ -37,7 +37,11 @@ MAX_BYTES = 64 << 20  # all of them together
 MAX_NOTEBOOK_BYTES = 16 << 20  # one lab notebook
 
 # --- official grading: who runs learner code, and with what --------------------------------
-GRADER_USER = "minitorch-grader"  # created by setup.sh or by the first official run
+# One user per run: minitorch-grader-0 ... -(GRADER_USERS - 1), created by setup.sh or by the
+# first official run that takes one; a run holds its user alone (a lock file in GRADER_LOCKS).
+GRADER_USER = "minitorch-grader"
+GRADER_USERS = 8  # official runs at once on one machine; one more is refused
+GRADER_LOCKS = "/run/minitorch-grader"
 LIMITS = {  # rlimits of every child (soft = hard); CPU time is counted by the parent
     "RLIMIT_AS": 16 << 30,
     "RLIMIT_FSIZE": 256 << 20,
@@ -46,7 +50,7 @@ LIMITS = {  # rlimits of every child (soft = hard); CPU time is counted by the p
 }
 OFFICIAL_NPROC = 512  # tasks (threads too) of the grading user; process creation is refused anyway
 MAX_PROCESSES = 64  # local mode: more descendants than this at once and the parent kills them
-SCRATCH_BYTES = 1 << 30  # the child's own /tmp (a tmpfs)
+SCRATCH_BYTES = 1 << 30  # the child's own /tmp, and a benchmark's fresh programs' /cache (tmpfs)
 
 # --- benchmarks ----------------------------------------------------------------------
 MIN_SAMPLE = 0.01  # CPU seconds a timed sample lasts at least (many calls of a fast side)

@@ -3,6 +3,7 @@ tree, as Gradescope runs it: as root, official grading (learner code as the grad
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from autograder import config
+from autograder.grader import sandbox
 from autograder.tools.gradescope import build
 from tests.install_references import install
 
@@ -58,7 +61,10 @@ def test_zip_holds_the_grader_and_a_setup_for_python_3_11(tmp_path):
     assert {"setup.sh", "run_autograder", "source/autograder/oracle.json.gz"} <= names
     assert "source/solutions/reference/ch1.py" in names and "source/minitorch/__init__.py" in names
     assert "python3.11" in setup and "sys.version_info >= (3, 11)" in setup
-    assert "useradd" in setup and "minitorch-grader" in setup
+    users = re.search(r"^for n in .*?^done$", setup, re.M | re.S).group(0)
+    subprocess.run(["bash", "-euc", users], check=True)  # the pool's users, as setup.sh makes them
+    for n in range(config.GRADER_USERS):  # every one a grading user official grading takes
+        assert sandbox.grading_user(f"{config.GRADER_USER}-{n}", create=False)
 
 
 def test_zip_grades_a_submission_with_its_labs(tmp_path, answered):

@@ -14,6 +14,8 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -59,17 +61,25 @@ def plant(repo: Path, attack: str) -> str:
     return exercise
 
 
-def grade(repo: Path, *args: str, code: int = 0, cwd: Path | None = None) -> dict:
-    out = repo / "results.json"
+def start(repo: Path, *args: str, cwd: Path | None = None) -> subprocess.Popen:
+    """An official grading of ``repo``, running."""
     cmd = [sys.executable, "-m", "autograder", "--official", "--submission", str(repo),
-           "--json", str(out), "--timeout", "30", *args]  # fmt: skip
+           "--json", str(repo / "results.json"), "--timeout", "30", *args]  # fmt: skip
     env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "NUMBA_ENABLE_CUDASIM": "1"}
-    proc = subprocess.run(cmd, cwd=cwd or repo, env=env, capture_output=True, text=True,
-                          timeout=900)  # fmt: skip
-    assert proc.returncode == code, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads(out.read_text())
-    data["stdout"] = proc.stdout
+    return subprocess.Popen(cmd, cwd=cwd or repo, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def finished(repo: Path, proc: subprocess.Popen, code: int = 0) -> dict:
+    stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == code, stdout[-3000:] + stderr[-3000:]
+    data = json.loads((repo / "results.json").read_text())
+    data["stdout"] = stdout
     return data
+
+
+def grade(repo: Path, *args: str, code: int = 0, cwd: Path | None = None) -> dict:
+    return finished(repo, start(repo, *args, cwd=cwd), code)
 
 
 def survivors(marker: bytes = b"hostile-") -> list[int]:
@@ -84,14 +94,16 @@ def survivors(marker: bytes = b"hostile-") -> list[int]:
     return found
 
 
-def grading_user_processes() -> list[int]:
+def grading_uids() -> set[int]:
+    """The pool's users (minitorch-grader-N)."""
     import pwd
 
-    try:
-        uid = pwd.getpwnam("minitorch-grader").pw_uid
-    except KeyError:
-        return []
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and _owner(p) == uid]
+    return {u.pw_uid for u in pwd.getpwall() if u.pw_name.startswith("minitorch-grader-")}
+
+
+def grading_user_processes() -> list[int]:
+    uids = grading_uids()
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and _owner(p) in uids]
 
 
 def _owner(pid: str) -> int:
@@ -163,18 +175,74 @@ def test_a_slowed_learner_baseline_does_not_raise_a_figure(repo):
     assert figure < 3, epilogue  # slowed, the old baseline made it 100 and more
 
 
+HONEST = ("out, run = [], 1\n    for n in reversed(shape):\n        out.append(run)\n"
+          "        run *= n\n    return tuple(reversed(out))")  # fmt: skip
+
+
+def plant_honest(repo: Path, first: str = "") -> None:
+    """An honest 1.3; ``first``: what its body does before (a statement)."""
+    path = repo / "minitorch/tensor/indexing.py"
+    stub = 'raise NotImplementedError("Exercise 1.3: strides_from_shape")'
+    path.write_text(path.read_text().replace(stub, f"{first}\n    {HONEST}" if first else HONEST))
+
+
 def test_planting_a_correct_answer_earns_full_marks(repo):
     """The control: the same planting with honest code scores, so the zeros above mean something."""
-    path = repo / "minitorch/tensor/indexing.py"
-    honest = ("out, run = [], 1\n    for n in reversed(shape):\n        out.append(run)\n"
-              "        run *= n\n    return tuple(reversed(out))")  # fmt: skip
-    path.write_text(
-        path.read_text().replace(
-            'raise NotImplementedError("Exercise 1.3: strides_from_shape")', honest
-        )
-    )
+    plant_honest(repo)
     data = grade(repo, "--exercise", "1.3")
     assert data["score"] == data["max_score"] == 2
+
+
+def test_two_runs_at_once_each_grade_their_own_submission(repo, tmp_path):
+    """Two official gradings at once once shared the grading user: one read the other's
+    solved 1.3 through /proc and killed its test process (49/49 fell to 5/49). Graded at
+    the same time, a hostile submission (``_peer_run.py``) earns nothing and the honest one,
+    which takes its time, earns full marks. Not under the official lock: this is the test
+    that two runs at once are safe."""
+    peer = tmp_path / "peer"
+    shutil.copytree(repo, peer)
+    plant_honest(peer, "import time\n    time.sleep(0.05)")  # 100 calls: 5 s, a peer to find
+    path = repo / "minitorch/tensor/indexing.py"
+    stub = 'raise NotImplementedError("Exercise 1.3: strides_from_shape")'
+    path.write_text(path.read_text().replace(stub, "return attack(shape)") + "\n\n"
+                    + (HOSTILE / "_peer_run.py").read_text())  # fmt: skip
+    graders, both, stop = set(), [], threading.Event()
+
+    def watch():  # the users of both runs' children while both run one (another run's aside)
+        while not stop.is_set():
+            users = {}
+            for pid in grading_user_processes():
+                if _parent(pid) in graders:
+                    users[_parent(pid)] = _owner(str(pid))
+            if len(users) == 2:
+                both.append(set(users.values()))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    try:
+        runs = {"hostile": (repo, start(repo, "--exercise", "1.3")),
+                "honest": (peer, start(peer, "--exercise", "1.3"))}  # fmt: skip
+        graders.update(proc.pid for _, proc in runs.values())
+        watcher.start()
+        graded = {name: finished(*run) for name, run in runs.items()}
+    finally:
+        stop.set()
+        if watcher.is_alive():
+            watcher.join()
+    assert both, "the two runs' children never ran at the same time"
+    assert all(len(users) == 2 for users in both), "two runs at once shared a grading user"
+    hostile, honest = graded["hostile"], graded["honest"]
+    assert hostile["score"] == 0, hostile["tests"]
+    assert honest["score"] == honest["max_score"] == 2, honest["tests"]
+    left = [p for p in grading_user_processes() if _owner(str(p)) in set.union(*both)]
+    assert not left, "a process outlived the grader"
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 @pytest.mark.parametrize(

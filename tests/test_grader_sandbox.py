@@ -3,6 +3,7 @@ lives in (root only: it gives learner code another user); the processes it leave
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -141,16 +142,17 @@ def _cmdline(pid: str) -> bytes:
 def test_official_grading_refuses_without_root(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(sandbox.Refused, match="runs as root"):
-        sandbox.grading_user()
+        sandbox.take_grading_user()
 
 
 @ROOT_ONLY
-def test_official_grading_refuses_without_its_user_and_useradd(monkeypatch):
+def test_official_grading_refuses_without_its_user_and_useradd(monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox.config, "GRADER_USER", "minitorch-nobody-here")
+    monkeypatch.setattr(sandbox.config, "GRADER_LOCKS", str(tmp_path))
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     monkeypatch.setattr(sandbox.os.path, "exists", lambda path: False)
-    with pytest.raises(sandbox.Refused, match="no user minitorch-nobody-here"):
-        sandbox.grading_user()
+    with pytest.raises(sandbox.Refused, match="no user minitorch-nobody-here-0"):
+        sandbox.take_grading_user()
 
 
 PROBE = r"""
@@ -174,6 +176,10 @@ try:
     os.kill(int(PARENT), 9); out["kill"] = "sent"
 except OSError as e:
     out["kill"] = e.errno
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)  # keyctl(KEYCTL_GET_KEYRING_ID, the user keyring)
+got = libc.syscall(KEYCTL, 0, -4, 0)
+out["keyring"] = got if got >= 0 else ctypes.get_errno()
 for where in ("/grading/x", "/tmp/x"):
     try:
         open(where, "w").write("x"); out[where] = "written"
@@ -188,7 +194,8 @@ def test_an_official_child_lives_in_a_world_of_its_own(tmp_path):
     """As the grading user, no capability, no process creation, no network, its own /tmp,
     a read-only tree, and nothing of the grader's: not the references, the oracle, the
     results, the grader's process."""
-    ids = sandbox.grading_user()
+    lease = sandbox.take_grading_user()
+    ids = lease.ids
     work = Path(tempfile.mkdtemp(prefix="autograder-test-"))
     try:
         os.chmod(work, 0o700)
@@ -201,18 +208,90 @@ def test_an_official_child_lives_in_a_world_of_its_own(tmp_path):
                    str(sandbox.ROOT / "autograder" / "grader"), "/root/.ssh", "/etc/shadow",
                    "/home"]  # fmt: skip
         code = PROBE.replace("PATHS", repr(json.dumps(secrets))).replace("PARENT", str(os.getpid()))
+        code = code.replace("KEYCTL", str(sandbox._SECCOMP[platform.machine()][5][2]))
         world = sandbox.new_world(work, tree)
-        proc = subprocess.run([sandbox.python(), "-I", "-S", "-c", code], capture_output=True,
-                              text=True, timeout=120, cwd="/", env={"PATH": "/usr/bin:/bin"},
-                              preexec_fn=sandbox.official_preexec(world, ids))  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        seen = json.loads(proc.stdout)
+        proc = sandbox.official_popen([sandbox.python(), "-I", "-S", "-c", code], world, ids,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      cwd="/", env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        seen = json.loads(stdout)
     finally:
         sandbox.remove_tree(work)
+        lease.release()
     assert (seen["uid"], seen["gid"], seen["groups"]) == (ids[0], ids[1], [])
     assert seen["caps"] == "0" * 32 and seen["seccomp"] == "2"
     assert {"grading", "tmp", "usr", "proc"} <= set(seen["root"]) and "home" not in seen["root"]
     assert seen["readable"] == [], seen["readable"]
-    assert os.getpid() not in seen["procs"] and len(seen["procs"]) == 1
+    assert seen["procs"] == [1]  # itself, the init of its own PID namespace
     assert seen["fork"] == 1 and seen["net"] in (101, 113, 111) and seen["kill"] in (1, 3)
     assert seen["/grading/x"] == 30 and seen["/tmp/x"] == "written"
+    assert seen["keyring"] == 38  # ENOSYS: no user keyring shared with the run's other children
+
+
+VICTIM = """
+import time
+for where in ("/tmp", "/cache"):
+    open(f"{where}/mine", "w").write("a fresh program's own file")
+print("fresh program ready", flush=True)
+time.sleep(120)
+"""
+
+
+@ROOT_ONLY
+def test_a_test_process_cannot_reach_a_benchmarks_fresh_programs():
+    """The issue's attack: a test process (same user) found a benchmark's fresh program in
+    /proc, and could list and write its /tmp, open its memory and signal it. Each child is
+    now alone in a PID namespace of its own; the fresh programs' shared /cache is a tmpfs."""
+    from autograder.grader.children import Launcher
+
+    work = Path(tempfile.mkdtemp(prefix="autograder-test-"))
+    os.chmod(work, 0o700)
+    launcher = Launcher(official=True, work=work)
+    try:
+        tree = sandbox.build_tree(sandbox.ROOT / "minitorch", False,
+                                  dest=Path(tempfile.mkdtemp(dir=work)))  # fmt: skip
+        peek = (Path(__file__).parent / "hostile" / "_peek_fresh.py").read_text()
+        scratch = launcher.scratch_dir(False)
+        victim = launcher.start({"kind": "program", "program": VICTIM}, tree, "learner",
+                                scratch=scratch)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while b"fresh program ready" not in victim.log.read_bytes():
+            assert victim.exit_code() is None and time.monotonic() < deadline, victim.tail()
+            time.sleep(0.1)
+        assert os.path.ismount(scratch) and (scratch / "mine").exists()
+        probe = launcher.start({"kind": "program", "program": peek}, tree, "learner")
+        probe.popen.wait(timeout=120)
+        reached = json.loads(probe.log.read_text().strip().splitlines()[-1])
+        alive = victim.exit_code() is None
+        launcher.finish(probe, others=(victim,))
+        launcher.finish(victim)
+    finally:
+        launcher.close()
+        sandbox.remove_tree(work)
+    assert alive
+    assert reached == {"seen": [], "tmp": [], "written": [], "memory": [], "signalled": [],
+                       "any": 3}, reached  # fmt: skip
+    assert not os.path.ismount(scratch)
+
+
+@ROOT_ONLY
+def test_two_runs_never_share_a_grading_user(monkeypatch):
+    """Two official runs at once once shared one user, and so killed and read each other's
+    processes. Each takes a user of the pool no other run holds; when all are taken, the
+    next is refused, saying why."""
+    a = sandbox.take_grading_user()
+    b = sandbox.take_grading_user()
+    try:
+        assert a.ids != b.ids and a.name != b.name
+        taken = 1 + max(int(lease.name.rsplit("-", 1)[1]) for lease in (a, b))
+        monkeypatch.setattr(sandbox.config, "GRADER_USERS", taken)
+        with pytest.raises(sandbox.Refused, match=f"{taken} official gradings already run"):
+            sandbox.take_grading_user()
+        c_name = b.name
+        b.release()
+        b = sandbox.take_grading_user()
+        assert b.name == c_name  # let go: the next run may take it
+    finally:
+        a.release()
+        b.release()

@@ -7,12 +7,14 @@ command pipe (parent to child):
 * local grading forks each child from a server that has already imported the
   libraries, the learner's package and the graded tests (one server per
   grading tree); the children of one run share a Numba cache;
-* official grading starts each child fresh, as the grading user in a world of
-  its own (``sandbox.official_preexec``), with nothing shared.
+* official grading starts each child fresh, as the run's own grading user
+  (``sandbox.take_grading_user``) in a world and a PID namespace of its own
+  (``sandbox.official_popen``), with nothing shared but, for a benchmark's fresh
+  programs, one size-limited tmpfs at ``/cache``.
 
 After every child the parent kills what it left: its process group, every
 descendant of the grader (a subreaper: double forks come back to it), and in
-official grading every process of the grading user.
+official grading every process of the run's grading user.
 """
 
 from __future__ import annotations
@@ -209,6 +211,8 @@ class Launcher:
     work: Path  # the parent's own folder for this run (mode 700)
     test_timeout: float = config.TEST_TIMEOUT
     ids: tuple[int, int] | None = None
+    lease: sandbox.Lease | None = None  # official grading: the user this run holds alone
+    mounts: list = field(default_factory=list)  # official grading: the fresh programs' tmpfs
     servers: dict = field(default_factory=dict)
     scratch: Path | None = None  # local grading: the run's shared scratch (Numba cache)
     count: int = 0
@@ -216,7 +220,8 @@ class Launcher:
 
     def __post_init__(self):
         if self.official:
-            self.ids = sandbox.grading_user()
+            self.lease = sandbox.take_grading_user()
+            self.ids = self.lease.ids
         else:
             self.scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=self.work))
             self.gpu = gpu_present()
@@ -276,20 +281,24 @@ class Launcher:
         world = sandbox.new_world(self.work, tree, scratch)
         job = {**job, "tree": "/grading", "sites": sandbox.site_dirs(),
                "pths": sandbox.installed_pth_files(), "out": out_w, "ctl": ctl_r}  # fmt: skip
+        if scratch is not None:
+            job["cache"] = "/cache"
         with open(log, "ab") as f:
-            popen = subprocess.Popen(
-                [sandbox.python(), "-I", "-S", "-B", "-c", BOOT, json.dumps(job)],
+            popen = sandbox.official_popen(
+                [sandbox.python(), "-I", "-S", "-B", "-c", BOOT, json.dumps(job)], world, ids,
                 env=self.env(mode, focus), stdin=subprocess.DEVNULL, stdout=f,
                 stderr=subprocess.STDOUT, pass_fds=[fd for fd in (out_w, ctl_r) if fd is not None],
-                preexec_fn=sandbox.official_preexec(world, ids), cwd="/")  # fmt: skip
+                cwd="/")  # fmt: skip
         return Child(popen.pid, out_r, ctl_w, log, popen=popen)
 
     def scratch_dir(self, baseline: bool) -> Path:
-        """A folder for children to share (a benchmark's fresh processes): the learner's
-        children's belongs to the grading user, nobody else's children see it."""
+        """A folder for children to share (a benchmark's fresh processes); in official
+        grading a tmpfs of its own (no child writes to the grader's disk), the learner's
+        children's owned by the grading user, in no other child's world."""
         path = Path(tempfile.mkdtemp(prefix="shared-", dir=self.work))
-        if self.official and not baseline:
-            os.chown(path, *self.ids)
+        if self.official:
+            sandbox.mount_scratch(path, (0, 0) if baseline else self.ids)
+            self.mounts.append(path)
         return path
 
     def finish(self, child: Child | None, others: tuple[Child, ...] = ()) -> None:
@@ -310,7 +319,7 @@ class Launcher:
             spare.add(child.server.popen.pid)
             child.server.exited(child.pid)
         sandbox.kill_descendants(spare)
-        if self.ids is not None and not others:  # baselines run as root: only learners are left
+        if self.lease is not None and not others:  # baselines run as root: only learners are left
             sandbox.kill_user(self.ids[0])
 
     def close(self) -> None:
@@ -318,3 +327,9 @@ class Launcher:
             server.close()
         self.servers.clear()
         self.finish(None)
+        for path in self.mounts:
+            sandbox.unmount(path)
+        self.mounts.clear()
+        if self.lease is not None:  # another run may take the user now: never kill it again
+            self.lease.release()
+            self.lease = None

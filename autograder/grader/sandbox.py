@@ -5,14 +5,16 @@ session, resource limits, every descendant killed afterwards. It is feedback
 on the learner's own machine, not a security boundary.
 
 Official grading (``--official``: Gradescope, ``make grade-submission``) starts
-every child (test, benchmark, lab) as :data:`config.GRADER_USER`, an
-unprivileged user, in a world of its own (:func:`official_preexec`):
+every child (test, benchmark, lab) as the run's own grading user, an
+unprivileged user no other run holds (:func:`take_grading_user`), in a world of
+its own (:func:`official_popen`, :func:`official_preexec`):
 
-* new mount, network, IPC and UTS namespaces; the filesystem it sees is a
+* new PID, mount, network, IPC and UTS namespaces; the filesystem it sees is a
   fresh tmpfs holding only read-only binds of ``/usr`` (and the ``/bin``,
   ``/lib`` links), a few files of ``/etc``, ``/sys``, the Python it runs, its
-  grading tree (at ``/grading``) and a tmpfs of its own at ``/tmp``; ``/proc``
-  shows only its own user's processes; no network, not even loopback;
+  grading tree (at ``/grading``) and a tmpfs of its own at ``/tmp`` (a
+  benchmark's fresh programs share one more, at ``/cache``); ``/proc`` shows
+  only itself; no network, not even loopback;
 * chroot into it, then ``no_new_privs``, an empty capability bounding set,
   no supplementary groups and the grading user's uid and gid;
 * a seccomp filter that refuses to create processes (threads are fine), so
@@ -20,16 +22,18 @@ unprivileged user, in a world of its own (:func:`official_preexec`):
 * resource limits (:data:`config.LIMITS`).
 
 The references, the oracle, the grader, the results and the other children's
-folders are not in that world, whatever their permissions on the host. When
-the machine cannot provide it (not root, no such user and no ``useradd``, no
-namespaces, an architecture without the seccomp filter), official grading
-refuses (:class:`Refused`) instead of running learner code with less.
+folders are not in that world, whatever their permissions on the host; no
+other process is. When the machine cannot provide it (not root, no such user
+and no ``useradd``, every user of the pool taken, no namespaces, an
+architecture without the seccomp filter), official grading refuses
+(:class:`Refused`) instead of running learner code with less.
 """
 
 from __future__ import annotations
 
 import ast
 import ctypes
+import fcntl
 import os
 import platform
 import pwd
@@ -37,6 +41,7 @@ import resource
 import shutil
 import signal
 import site
+import stat
 import subprocess
 import sys
 import tempfile
@@ -49,6 +54,7 @@ from .. import config
 ROOT = config.ROOT
 PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECCOMP = 36, 38, 24, 22
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS = 0x20000, 0x40000000, 0x8000000, 0x4000000
+CLONE_NEWPID = 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 try:
@@ -120,7 +126,7 @@ def kill_descendants(spare=frozenset()) -> int:
 
 
 def kill_user(uid: int) -> None:
-    """Kill every process of ``uid`` (the grading user owns nothing else)."""
+    """Kill every process of ``uid`` (a grading user this run holds: it owns nothing else)."""
     for _ in range(50):
         pids = []
         for entry in filter(str.isdigit, os.listdir("/proc")):
@@ -301,17 +307,9 @@ def _limits(extra: dict | None = None) -> None:
 # --- official children -----------------------------------------------------------------
 
 
-def grading_user(create: bool = True) -> tuple[int, int]:
-    """The grading user's (uid, gid), created with ``useradd`` when missing.
-
-    Refuses unless this process is root (only root can start a child as another
-    user) and the user is an unprivileged one of its own."""
-    if _libc is None or platform.system() != "Linux":
-        raise Refused("official grading needs Linux (namespaces, seccomp)")
-    if os.geteuid() != 0:
-        raise Refused("official grading runs as root: it starts learner code as "
-                      f"the unprivileged user {config.GRADER_USER} (use sudo, or Gradescope)")  # fmt: skip
-    name = config.GRADER_USER
+def grading_user(name: str, create: bool = True) -> tuple[int, int]:
+    """User ``name``'s (uid, gid), created with ``useradd`` when missing; it must be an
+    unprivileged user of its own."""
     try:
         pw = pwd.getpwnam(name)
     except KeyError:
@@ -329,21 +327,73 @@ def grading_user(create: bool = True) -> tuple[int, int]:
     return pw.pw_uid, pw.pw_gid
 
 
-_SECCOMP = {  # machine: (audit arch, clone, clone3, fork, vfork)
-    "x86_64": (0xC000003E, 56, 435, 57, 58),
-    "aarch64": (0xC00000B7, 220, 435, None, None),
+@dataclass
+class Lease:
+    """A grading user this run holds alone: an exclusive ``flock`` on its lock file, let go
+    when the file closes (:meth:`release`, or the grader's death)."""
+
+    name: str
+    ids: tuple[int, int]
+    lock: int | None
+
+    def release(self) -> None:
+        if self.lock is not None:
+            os.close(self.lock)
+            self.lock = None
+
+
+def take_grading_user(create: bool = True) -> Lease:
+    """A user of the pool (:data:`config.GRADER_USERS`) that no other official run holds
+    (two runs sharing one killed each other's children: every process of the run's user is
+    killed after each child). Refuses unless this process is root (only root can start a
+    child as another user), and when every user of the pool is taken."""
+    if _libc is None or platform.system() != "Linux":
+        raise Refused("official grading needs Linux (namespaces, seccomp)")
+    if os.geteuid() != 0:
+        raise Refused("official grading runs as root: it starts learner code as an "
+                      f"unprivileged user {config.GRADER_USER}-N (use sudo, or Gradescope)")  # fmt: skip
+    locks = config.GRADER_LOCKS
+    os.makedirs(locks, mode=0o700, exist_ok=True)
+    st = os.lstat(locks)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+        raise Refused(f"{locks} (the grading users' lock files) is not a folder only root writes")
+    count = config.GRADER_USERS
+    for n in range(count):
+        name = f"{config.GRADER_USER}-{n}"
+        fd = os.open(f"{locks}/{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)  # fmt: skip
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            ids = grading_user(name, create)
+        except BlockingIOError:  # another run holds it
+            os.close(fd)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        kill_user(ids[0])  # what a run that died left behind
+        return Lease(name, ids, fd)
+    raise Refused(f"{count} official gradings already run on this machine, each as its own user "
+                  f"({config.GRADER_USER}-0 to -{count - 1}); this one would share a user with "
+                  "one of them. Run it when one has finished.")  # fmt: skip
+
+
+_SECCOMP = {  # machine: (audit arch, clone, clone3, fork, vfork, (add_key, request_key, keyctl))
+    "x86_64": (0xC000003E, 56, 435, 57, 58, (248, 249, 250)),
+    "aarch64": (0xC00000B7, 220, 435, None, None, (217, 218, 219)),
 }
 
 
 def _no_processes_filter() -> ctypes.Structure:
-    """A seccomp program: creating a process fails (EPERM); threads are allowed.
+    """A seccomp program: creating a process fails (EPERM); threads are allowed; the
+    keyring calls answer ENOSYS.
 
     ``clone3`` answers ENOSYS so that the C library falls back to ``clone``, whose
     flags a filter can read."""
     spec = _SECCOMP.get(platform.machine())
     if spec is None:
         raise Refused(f"no process filter for {platform.machine()}")
-    arch, clone, clone3, fork, vfork = spec
+    arch, clone, clone3, fork, vfork, keys = spec
 
     class Insn(ctypes.Structure):
         _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
@@ -359,7 +409,10 @@ def _no_processes_filter() -> ctypes.Structure:
     # Each instruction is (code, jump if true, jump if false, k); jumps count from the next one.
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0),
             (jge, 0, 1, 0x40000000), (ret, 0, 0, kill)]  # fmt: skip
-    prog += [(jeq, 0, 1, clone3), (ret, 0, 0, enosys)]
+    # The kernel's keyrings are shared by every process of a user: a channel between the
+    # run's children (a benchmark's test process and its fresh programs) that no world cuts.
+    for nr in (clone3, *keys):
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, enosys)]
     for nr in denied:
         prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
     prog += [(jeq, 1, 0, clone), (ret, 0, 0, allow), (ld, 0, 0, 16),
@@ -372,7 +425,8 @@ def _no_processes_filter() -> ctypes.Structure:
 class World:
     """What one official child sees. ``root``: an empty folder of the parent's to mount the
     world on; ``tree``: its grading tree (read-only at ``/grading``); ``scratch``: a
-    folder shared with other processes of the same sample (``None``: a fresh tmpfs)."""
+    tmpfs shared with the other processes of the same sample (:func:`mount_scratch`), at
+    ``/cache``. Its ``/tmp`` is always a fresh tmpfs of its own."""
 
     root: Path
     tree: Path
@@ -450,11 +504,11 @@ def official_preexec(world: World, ids: tuple[int, int] | None, seccomp: bool = 
             None, root + "/grading", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
         )
         os.makedirs(root + "/tmp")
-        if world.scratch is None:
-            _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-                   f"size={config.SCRATCH_BYTES},mode=1777")  # fmt: skip
-        else:
-            _mount(str(world.scratch), root + "/tmp", None, MS_BIND)
+        _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+               f"size={config.SCRATCH_BYTES},mode=1777")  # fmt: skip
+        if world.scratch is not None:
+            os.makedirs(root + "/cache")
+            _mount(str(world.scratch), root + "/cache", None, MS_BIND)
         for path in paths:  # after /tmp: a venv under /tmp (a clone there) is bound inside it
             _bind(path, root)
         for name in DEVICES:
@@ -464,7 +518,7 @@ def official_preexec(world: World, ids: tuple[int, int] | None, seccomp: bool = 
         for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                              ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
             os.symlink(target, f"{root}/dev/{name}")
-        os.makedirs(root + "/proc")
+        os.makedirs(root + "/proc")  # of its own PID namespace (official_popen): itself alone
         flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
         if _libc.mount(b"proc", (root + "/proc").encode(), b"proc", flags, b"hidepid=invisible"):
             _mount("proc", root + "/proc", "proc", flags, "hidepid=2")
@@ -486,7 +540,36 @@ def official_preexec(world: World, ids: tuple[int, int] | None, seccomp: bool = 
     return enter
 
 
+def official_popen(args: list[str], world: World, ids: tuple[int, int] | None,
+                   **kwargs) -> subprocess.Popen:  # fmt: skip
+    """An official child, started in a PID namespace of its own (it is the namespace's
+    init, and process creation is refused in it): its ``/proc`` and ``kill()`` see only
+    itself, so it can neither see, trace nor signal another child of the run, another
+    run's or the grader, and nothing of it outlives it. Then :func:`official_preexec`."""
+    preexec = official_preexec(world, ids)
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    try:  # unshare(CLONE_NEWPID) moves only this thread's next child; setns comes back
+        _check(_libc.unshare(CLONE_NEWPID) == 0, "unshare(CLONE_NEWPID)")
+        try:
+            return subprocess.Popen(args, preexec_fn=preexec, **kwargs)
+        finally:
+            _check(_libc.setns(own, CLONE_NEWPID) == 0, "setns(CLONE_NEWPID)")
+    finally:
+        os.close(own)
+
+
 def new_world(work: Path, tree: Path, scratch: Path | None = None) -> World:
     """An empty mount point under ``work`` (the parent's own folder, mode 700)."""
     root = Path(tempfile.mkdtemp(prefix="world-", dir=work))
     return World(root, tree, scratch)
+
+
+def mount_scratch(path: Path, ids: tuple[int, int]) -> None:
+    """A tmpfs of :data:`config.SCRATCH_BYTES` at ``path`` (under the parent's own folder),
+    owned by ``ids``: what a benchmark's fresh programs share (its Numba cache)."""
+    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"size={config.SCRATCH_BYTES},mode=700,uid={ids[0]},gid={ids[1]}")  # fmt: skip
+
+
+def unmount(path: Path) -> None:
+    _libc.umount2(_enc(path), 2)  # MNT_DETACH: gone even while a process still holds it

@@ -1,14 +1,14 @@
 """``python -m autograder.tools.gradescope`` (``make gradescope``): the Gradescope autograder zip.
 
 The zip holds ``setup.sh`` (once per image: a Python 3.11+, the pinned
-requirements in ``/autograder/venv``, the grading user), ``run_autograder``
+requirements in ``/autograder/venv``, the grading users), ``run_autograder``
 (per submission) and ``source/``: the grader, its tests, the references, the
 oracle and the course's own package (benchmark baselines run on it).
 ``run_autograder`` deletes any ``results.json`` first, finds the uploaded
 ``minitorch/`` (and ``exercises/``) and runs official grading
 (``python -m autograder --official``): learner code, labs included, runs as
-the grading user in a world of its own (``autograder/grader/sandbox.py``), and
-only the grader writes ``/autograder/results/results.json``, once every child
+the run's own grading user in a world of its own (``autograder/grader/sandbox.py``),
+and only the grader writes ``/autograder/results/results.json``, once every child
 is dead. ``AUTOGRADER_ROOT`` and ``PYTHON`` replace ``/autograder`` and its
 venv to try it in a local tree (``tests/test_grader_gradescope.py``).
 """
@@ -56,9 +56,12 @@ fi
   "$PY" -m venv /autograder/venv; }}
 /autograder/venv/bin/pip install -q --upgrade pip
 /autograder/venv/bin/pip install -q -r requirements.txt
-# Learner code runs as this user; official grading refuses to run without one.
-id -u {config.GRADER_USER} > /dev/null 2>&1 || useradd --system --user-group --no-create-home \\
-  --home-dir /nonexistent --shell /usr/sbin/nologin {config.GRADER_USER}
+# Learner code runs as one of these users, a user per grading running at once (official
+# grading creates a missing one, or refuses where it cannot).
+for n in $(seq 0 {config.GRADER_USERS - 1}); do
+  id -u {config.GRADER_USER}-$n > /dev/null 2>&1 || useradd --system --user-group \\
+    --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin {config.GRADER_USER}-$n
+done
 chmod -R go-rwx /autograder/source
 """
 
