@@ -27,6 +27,7 @@ from ..core.tensor import Tensor, enable_grad, is_grad_enabled
 from ..exercises import exercise
 from .graph import Graph, Node, user_location
 from .interpreter import run_node
+from .sizes import plain
 
 
 class GraphBreakError(RuntimeError):
@@ -86,7 +87,7 @@ def _apply(op: OpDef, inputs: tuple, attrs: dict):
         tracer = _active[-1]
         if tracer.external and tracer.recording:
             if any(tracer.state_entry(x)[0] is not None for x in inputs):
-                return _record(tracer, op, inputs, attrs)
+                return _record(tracer, op, inputs, plain(attrs))
     return _plain_apply(op, inputs, attrs)
 
 
@@ -96,7 +97,7 @@ registry._eager_apply = _apply
 def _escaped(p: Proxy) -> OpError:
     return OpError(
         "jit",
-        f"a traced value ({p!r}) of the trace of {p._tracer.name!r} was used after that trace "
+        f"a traced value ({p._describe()}) of the trace of {p._tracer.name!r} was used after that trace "
         "ended (it escaped: stored in a global, an object or a list while tracing)",
         hint="return every tensor the caller needs from the jitted function (tuple, list, dict, "
         "namedtuple or dataclass); do not keep traced values outside it",
@@ -113,7 +114,11 @@ class Proxy(Tensor):
 
     @property
     def shape(self):
-        return self.node.spec.shape
+        # while chapter 9 watches sizes (``sizes.py``), each dim remembers where it came from
+        log = self._tracer.sizes
+        if log is None or not log.live:
+            return self.node.spec.shape
+        return log.shape(self.node, self.node.spec.shape)
 
     @property
     def dtype(self):
@@ -121,10 +126,21 @@ class Proxy(Tensor):
 
     @property
     def size(self) -> int:
-        return self.node.spec.size
+        if self._tracer.sizes is None:
+            return self.node.spec.size
+        n = 1
+        for d in self.shape:
+            n = n * d
+        return n
 
     def numel(self) -> int:
-        return self.node.spec.size
+        return self.size
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        n = self.shape[0]
+        return n._as_int("used as len()") if hasattr(n, "_as_int") else n
 
     @property
     def spec(self) -> Spec:
@@ -146,7 +162,7 @@ class Proxy(Tensor):
         p = next(x for x in inputs if isinstance(x, Proxy))
         if not p._tracer.live:
             raise _escaped(p)
-        return _record(p._tracer, op, inputs, attrs)
+        return _record(p._tracer, op, inputs, plain(attrs))
 
     @property
     def _data(self):
@@ -186,7 +202,25 @@ class Proxy(Tensor):
     def __array__(self, dtype=None, copy=None):
         return self._concrete("numpy conversion of a traced tensor").numpy()
 
+    # Printing or formatting shows the values eager would show: a graph break, so that
+    # the text (and anything computed from it) is that of this call, not a placeholder.
     def __repr__(self) -> str:
+        return self._text("repr() of a traced tensor", repr)
+
+    def __str__(self) -> str:
+        return self._text("str() or print() of a traced tensor", str)
+
+    def __format__(self, spec: str) -> str:
+        return self._text("formatting a traced tensor (f-string, format())", format, spec)
+
+    def _text(self, reason: str, how, *spec) -> str:
+        t = self._tracer
+        if not (t.live and t.recording and t in _active):  # escaped, or not being traced
+            return self._describe()
+        return how(self._concrete(reason), *spec)
+
+    def _describe(self) -> str:
+        """The placeholder's own text, for messages (no value, no break)."""
         return f"Proxy(%{self.node.name}: {self.node.spec})"
 
     def detach(self) -> Tensor:
@@ -227,8 +261,11 @@ class Tracer:
     graph break); ``None`` traces from specs alone, where a break is an error.
     """
 
-    def __init__(self, name: str = "graph", fullgraph: bool = False, concrete=None, why=None):
+    def __init__(
+        self, name: str = "graph", fullgraph: bool = False, concrete=None, why=None, sizes=None
+    ):
         self.name = name
+        self.sizes = sizes  # chapter 9: a SizeLog of the checks made on sizes, or None
         self.fullgraph = fullgraph or concrete is None
         # why a break is an error here: fullgraph=True, a cond branch, or tracing from specs
         self.why = why or ("fullgraph=True" if fullgraph else "tracing from shapes alone")
@@ -259,7 +296,7 @@ class Tracer:
             if x._tracer is not self:
                 raise OpError(
                     "trace",
-                    f"a traced value from another trace ({x!r}) was used here",
+                    f"a traced value from another trace ({x._describe()}) was used here",
                     hint="pass it in as an argument (cond operands, jit arguments)",
                 )
             node = x.node
@@ -407,6 +444,8 @@ class Tracer:
     def __exit__(self, *exc) -> None:
         _active.remove(self)
         self.live = False
+        if self.sizes is not None:
+            self.sizes.live = False
 
 
 def tracing() -> bool:
@@ -526,7 +565,7 @@ def flatten_output(tracer: Tracer, result):
 def _find_proxy(x, depth: int = 3):
     """Where a Proxy hides in a non-container result (attributes, sets, nested), or None."""
     if isinstance(x, Proxy):
-        return repr(x)
+        return x._describe()
     if depth == 0:
         return None
     if isinstance(x, dict):
