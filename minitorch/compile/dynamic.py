@@ -606,21 +606,10 @@ def build(jf, names, values, bound, key, trace, dims, why, other, ctx=None):
 def _watch_sizes(jf, names, values, bound, trace, ctx=None):
     """The checks this call makes on sizes (``tracing/sizes.py``): the call traced once
     more, sizes watched, not run. ``(checks, None)``, or ``(None, why not)``."""
-    from ..tracing.jit import trace_call
-
     log = size_checks.SizeLog()
     try:
-        if isinstance(trace, StepView):
-            again = StepView(
-                trace_step(jf.fn, jf._binder, names, list(values), bound, *ctx, jf.name,
-                           jf.options, sizes=log),
-                ctx,
-            )  # fmt: skip
-        else:
-            again = trace_call(
-                jf.fn, jf._binder, names, list(values), bound, jf.fullgraph, jf.name,
-                run=False, sizes=log,
-            )  # fmt: skip
+        with size_checks.watching(log):
+            again = _trace_again(jf, names, values, bound, trace, ctx, log)
         problem = program_difference(trace.graph, again.graph)
         checks = log.finish(again.graph.nodes)
     except Exception as e:  # noqa: BLE001 - any failure: the dim stays static
@@ -628,6 +617,21 @@ def _watch_sizes(jf, names, values, bound, trace, ctx=None):
     if problem is not None or again.breaks:
         return None, f"tracing again gave another program ({problem or 'a graph break'})"
     return checks, None
+
+
+def _trace_again(jf, names, values, bound, trace, ctx, log):
+    from ..tracing.jit import trace_call
+
+    if isinstance(trace, StepView):
+        return StepView(
+            trace_step(jf.fn, jf._binder, names, list(values), bound, *ctx, jf.name,
+                       jf.options, sizes=log),
+            ctx,
+        )  # fmt: skip
+    return trace_call(
+        jf.fn, jf._binder, names, list(values), bound, jf.fullgraph, jf.name,
+        run=False, sizes=log,
+    )  # fmt: skip
 
 
 def _other_side(graph, checks, t) -> bool:

@@ -10,12 +10,16 @@ a :class:`Size`, an ``int`` carrying an expression (``dim k d``: dim ``d`` of th
 are *checks*: their expression and result are logged. The entry then serves a size
 only where every check gives the result it gave when traced (:func:`failures`).
 
-Sizes the op layer turns into ints (``reshape(B, T, C)``) are not checks: they land
-in a node's attributes, which chapter 9 compares across sizes instead.
+What the op layer does with sizes is not a check: an int it makes (``reshape(B, T, C)``)
+lands in a node's attributes or a constant, and its comparisons are shape bookkeeping
+(a gradient's shape against its input's); chapter 9 compares the programs traced at
+other sizes for those instead.
 """
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import operator
 import sys
 
@@ -31,9 +35,16 @@ _TEST = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.g
          "==": operator.eq, "!=": operator.ne}  # fmt: skip
 _ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
           "%": operator.mod, "**": operator.pow}  # fmt: skip
-# Modules that hand sizes to ops: an int() there feeds an attribute, not a decision.
+# Modules that hand sizes to ops and check shapes (the exercises' references too): what
+# they do with a size is no check.
 _OP_LAYER = ("minitorch.core", "minitorch.tensor", "minitorch.backends", "minitorch.tracing",
-             "minitorch.autograd")  # fmt: skip
+             "minitorch.autograd", "minitorch.compile", "minitorch.exercises",
+             "solutions.")  # fmt: skip
+
+
+def _by_user(depth: int) -> bool:
+    """Whether the code ``depth`` frames above the caller is outside the op layer."""
+    return not sys._getframe(depth + 1).f_globals.get("__name__", "").startswith(_OP_LAYER)
 
 
 class SizeLog:
@@ -87,12 +98,12 @@ def _arith(name: str, reflected: bool):
     def method(self, other):
         if isinstance(other, bool) or not isinstance(other, int):
             if isinstance(other, float):  # the result is no int: specialise on the size
-                self._as_int("used in float arithmetic")
+                self._number("used in float arithmetic")
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
         value = fn(_value(a), _value(b))
         if not isinstance(value, int):  # a negative power: a float
-            self._as_int("raised to a negative power")
+            self._number("raised to a negative power")
             return value
         return Size(value, (name, _expr(a), _expr(b)), self.log)
 
@@ -106,7 +117,8 @@ def _compare(op: str):
         if not isinstance(other, (int, float)):
             return NotImplemented
         result = fn(int.__int__(self), _value(other))
-        self.log.record(op, self.expr, _expr(other), result)
+        if _by_user(1):
+            self.log.record(op, self.expr, _expr(other), result)
         return result
 
     return method
@@ -128,9 +140,7 @@ class Size(int):
     def _number(self, how: str) -> int:
         """The size as a plain int, for code two frames up: a check unless that is the op
         layer (its ints become attributes or constants, compared across sizes instead)."""
-        if sys._getframe(2).f_globals.get("__name__", "").startswith(_OP_LAYER):
-            return int.__int__(self)
-        return self._as_int(how)
+        return self._as_int(how) if _by_user(2) else int.__int__(self)
 
     def __int__(self) -> int:
         return self._number("used as a Python int")
@@ -149,7 +159,8 @@ class Size(int):
 
     def __bool__(self) -> bool:
         result = int.__int__(self) != 0
-        self.log.record("!=", self.expr, ("const", 0), result)
+        if _by_user(1):
+            self.log.record("!=", self.expr, ("const", 0), result)
         return result
 
     def __neg__(self):
@@ -178,6 +189,30 @@ for _op, _dunder in {"+": "add", "-": "sub", "*": "mul", "//": "floordiv", "%": 
                      "**": "pow"}.items():  # fmt: skip
     setattr(Size, f"__{_dunder}__", _arith(_op, False))
     setattr(Size, f"__r{_dunder}__", _arith(_op, True))
+
+
+_range = builtins.range
+
+
+def _watched_range(*args):
+    """``range`` while sizes are watched: C reads an int subclass's value without asking
+    it (no ``__index__``), so the size used as a count is logged here."""
+    plain_args = []
+    for a in args:  # no comprehension: ``_number`` looks at the caller's frame
+        plain_args.append(a._number("used as a Python int (range)") if isinstance(a, Size) else a)
+    return _range(*plain_args)
+
+
+@contextlib.contextmanager
+def watching(log: SizeLog):
+    """While a trace runs with ``log``: ``range`` of a size is a check too. (Indexing a
+    Python list by a size reads its value in C unseen: it is covered only by chapter 9's
+    comparison of programs traced at other sizes.)"""
+    builtins.range = _watched_range
+    try:
+        yield log
+    finally:
+        builtins.range = _range
 
 
 def plain(x):

@@ -140,7 +140,7 @@ class Proxy(Tensor):
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         n = self.shape[0]
-        return n._as_int("used as len()") if hasattr(n, "_as_int") else n
+        return n._number("used as len()") if hasattr(n, "_number") else n
 
     @property
     def spec(self) -> Spec:
