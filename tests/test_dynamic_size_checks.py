@@ -45,11 +45,11 @@ def test_mark_dynamic_guards_the_branch_and_explain_names_the_check():
 @pytest.mark.parametrize(
     "fn",
     [
-        lambda x: x * min(x.shape[0], 10),  # min/max compare
-        lambda x: x * sum(1 for _ in range(x.shape[0])),  # range: the size as a Python int
+        lambda x: x * 2 if min(x.shape[0], 12) == 12 else x * 3,  # min/max compare
+        lambda x: x * 2 if len(list(range(x.shape[0]))) > 12 else x * 3,  # range
         lambda x: x * 2 if int(x.shape[0]) > 12 else x * 3,
         lambda x: x * 2 if (x.shape[0] * 3 - 1) // 2 >= 17 else x * 3,  # arithmetic first
-        lambda x: x * 2 if x.shape[0] - 8 else x * 3,  # bool() of a size
+        lambda x: x * 2 if x.shape[0] - 16 else x * 3,  # bool() of a size
         lambda x: x * 2 if x.shape[0] / 4 > 3 else x * 3,  # true division
         lambda x: x[: x.shape[0] // 2].sum(0) if len(x) > 12 else x.sum(0),
     ],
