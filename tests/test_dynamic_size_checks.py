@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import minitorch as mt
-from minitorch.compile import options_for
 from minitorch.tracing.sizes import Size, SizeLog, evaluate, failures, plain, watching
 
 
@@ -112,7 +111,9 @@ def test_a_compiled_training_step_guards_its_branch_on_the_time_axis(mark):
     np.testing.assert_allclose(got, want, rtol=1e-5)
     np.testing.assert_allclose(got_w, want_w, rtol=1e-5)
     assert any("x.shape[1] > 8 was False when traced and is True" in r for r in cf.recompiles), (
-        cf.recompiles, cf.dynamic_notes)
+        cf.recompiles,
+        cf.dynamic_notes,
+    )
     assert cf.trace_count == (2 if mark else 4), cf.recompiles  # automatic: T, B, then T > 8
 
 

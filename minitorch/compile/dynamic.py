@@ -14,13 +14,15 @@ after a retrace caused only by that dimension's size (as ``torch.compile`` does)
   fusion, memory plan) once per size, kept in a small per-size cache.
 
 A graph is only reused across sizes if Python did not bake the size into it (a
-reshape to ``(x.shape[0] * 3,)``, a division by ``x.shape[0]``, a branch on it). jit
-checks this by comparing traces at other sizes: every size traced so far for the
-same Python state, one at the smallest sizes the symbols admit and, for a marked
-input, one at a larger size; each, re-specialised, must be the same program,
-constants and attributes included. Otherwise the dimension stays static and the
-reason is kept for ``explain``. Limit: a Python ``if`` on the size that every
-compared size takes alike (``x.shape[0] > 1000``) is not seen.
+reshape to ``(x.shape[0] * 3,)``, a division by ``x.shape[0]``). jit checks this by
+comparing traces at other sizes: every size traced so far for the same Python
+state, one at the smallest sizes the symbols admit and, for a marked input, one at
+a larger size; each, re-specialised, must be the same program, constants and
+attributes included. Otherwise the dimension stays static and the reason is kept
+for ``explain``. A decision Python takes on a size (``if x.shape[0] > 1000``,
+``min``, ``range``) is a *check* (``tracing/sizes.py``): the entry serves only sizes
+where every check decides as when traced, and traces that decide otherwise are not
+compared (another program, with its own entry).
 
 A size kept in an attribute (``reshape(B, T, H, D)``, the ``expand`` a backward makes
 to its input's shape) is not a number Python computed: when an entry equals a symbol's
@@ -562,7 +564,9 @@ def build(jf, names, values, bound, key, trace, dims, why, other, ctx=None):
     for scale in scales + [2]:
         if scale == 2 and _compared(others, guard, guarded):
             break  # 2: only when every other size so far decided otherwise
-        probe, problem = _probe(jf, names, values, bound, trace, guarded, sizes_for(guard, scale), ctx)
+        probe, problem = _probe(
+            jf, names, values, bound, trace, guarded, sizes_for(guard, scale), ctx
+        )
         if probe is None and not checks:
             return None, lines + [f"{static}: {problem}"]
         if probe is not None and not _other_side(graph, checks, probe):
@@ -597,7 +601,8 @@ def build(jf, names, values, bound, key, trace, dims, why, other, ctx=None):
         more = f" and {len(checks) - 3} more" if len(checks) > 3 else ""
         lines.append(
             f"{len(checks)} check(s) on sizes guarded (a size deciding otherwise retraces): "
-            + "; ".join(shown) + more
+            + "; ".join(shown)
+            + more
         )
     log.info("jit(%s): dynamic %s", jf.name, "; ".join(lines))
     return entry, lines

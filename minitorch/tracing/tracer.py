@@ -4,8 +4,8 @@ A :class:`Proxy` is a :class:`Tensor` without data. Every op on it reaches
 ``dispatch``, which hands the call to ``Proxy.__minitorch_dispatch__`` and so to
 :func:`record_op` (exercise 5.1), which appends a node and returns a new Proxy.
 
-Reading a value (``bool``, ``if``, ``while``, ``.item()``) cannot be recorded: it is
-a *graph break*. With ``fullgraph=True`` that is an error. Otherwise the tracer
+Reading a value (``bool``, ``if``, ``while``, ``.item()``, printing or formatting
+the tensor) cannot be recorded: it is a *graph break*. With ``fullgraph=True`` that is an error. Otherwise the tracer
 closes the current graph, computes the value for real (from the concrete inputs it
 was given), lets Python decide, and starts a new graph (:func:`split_at_break`,
 exercise 5.8) whose inputs are the values
