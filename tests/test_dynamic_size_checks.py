@@ -156,3 +156,29 @@ def test_print_inside_a_traced_function_prints_the_values(capsys):
     assert capsys.readouterr().out == want and "Proxy" not in want
     t = mt.tracing.Tracer()
     assert "Proxy(" in repr(t.input(_x(2).spec))  # not being traced: the placeholder
+
+
+def test_a_compiled_training_step_that_prints_its_loss_runs_eagerly_and_says_why(capsys):
+    def run(compiled):
+        w = mt.nn.Parameter(mt.tensor([0.5, -1.0]))
+        opt = mt.nn.SGD([w], lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = (x * w).sum() ** 2
+            print(f"loss {loss}")
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = mt.compile(step) if compiled else step
+        losses = [f(mt.tensor([1.0, float(k)])).item() for k in range(3)]
+        return losses, capsys.readouterr().out, f
+
+    want, want_out, _ = run(False)
+    with pytest.warns(RuntimeWarning, match=r"formatting a traced tensor"):
+        got, got_out, f = run(True)
+    assert got == want and got_out == want_out and "Proxy" not in got_out
+    assert "formatting a traced tensor" in f.eager_reason
+    with pytest.raises(mt.GraphBreakError, match="formatting a traced tensor"):
+        mt.compile(lambda x: print(f"{x * 2}") or x * 2, fullgraph=True)(mt.tensor([1.0]))

@@ -5,11 +5,11 @@ A :class:`Proxy` is a :class:`Tensor` without data. Every op on it reaches
 :func:`record_op` (exercise 5.1), which appends a node and returns a new Proxy.
 
 Reading a value (``bool``, ``if``, ``while``, ``.item()``, printing or formatting
-the tensor) cannot be recorded: it is a *graph break*. With ``fullgraph=True`` that is an error. Otherwise the tracer
-closes the current graph, computes the value for real (from the concrete inputs it
-was given), lets Python decide, and starts a new graph (:func:`split_at_break`,
-exercise 5.8) whose inputs are the values
-that flow across the break. Results are always those of eager execution.
+the tensor) cannot be recorded: it is a *graph break*. With ``fullgraph=True`` that
+is an error. Otherwise the tracer closes the current graph, computes the value for
+real (from the concrete inputs it was given), lets Python decide, and starts a new
+graph (:func:`split_at_break`, exercise 5.8) whose inputs are the values that flow
+across the break. Results are always those of eager execution.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ registry._eager_apply = _apply
 def _escaped(p: Proxy) -> OpError:
     return OpError(
         "jit",
-        f"a traced value ({p._describe()}) of the trace of {p._tracer.name!r} was used after that trace "
-        "ended (it escaped: stored in a global, an object or a list while tracing)",
+        f"a traced value ({p._describe()}) of the trace of {p._tracer.name!r} was used after "
+        "that trace ended (it escaped: stored in a global, an object or a list while tracing)",
         hint="return every tensor the caller needs from the jitted function (tuple, list, dict, "
         "namedtuple or dataclass); do not keep traced values outside it",
     )
@@ -137,9 +137,7 @@ class Proxy(Tensor):
         return self.size
 
     def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d tensor")
-        n = self.shape[0]
+        n = super().__len__()  # a Size while sizes are watched: len() would drop what it is
         return n._number("used as len()") if hasattr(n, "_number") else n
 
     @property
@@ -215,7 +213,7 @@ class Proxy(Tensor):
 
     def _text(self, reason: str, how, *spec) -> str:
         t = self._tracer
-        if not (t.live and t.recording and t in _active):  # escaped, or not being traced
+        if not (t.recording and t in _active):  # escaped, or not being traced
             return self._describe()
         return how(self._concrete(reason), *spec)
 
