@@ -182,3 +182,9 @@ def test_a_compiled_training_step_that_prints_its_loss_runs_eagerly_and_says_why
     assert "formatting a traced tensor" in f.eager_reason
     with pytest.raises(mt.GraphBreakError, match="formatting a traced tensor"):
         mt.compile(lambda x: print(f"{x * 2}") or x * 2, fullgraph=True)(mt.tensor([1.0]))
+
+
+def test_an_ops_error_naming_a_traced_input_is_still_that_error():
+    # the op layer formats its inputs for the message: no break, the placeholder's text
+    with pytest.raises(mt.OpError, match=r"reshape: shape must be an int, got Proxy\("):
+        mt.jit(lambda x: x.reshape(x * 2), fullgraph=True)(mt.ones(2))

@@ -42,8 +42,9 @@ _OP_LAYER = ("minitorch.core", "minitorch.tensor", "minitorch.backends", "minito
              "solutions.")  # fmt: skip
 
 
-def _by_user(depth: int) -> bool:
-    """Whether the code ``depth`` frames above the caller is outside the op layer."""
+def by_user(depth: int) -> bool:
+    """Whether the code ``depth`` frames above the caller is outside the op layer (the
+    user's, or a model's): what it does with a traced value is a decision."""
     return not sys._getframe(depth + 1).f_globals.get("__name__", "").startswith(_OP_LAYER)
 
 
@@ -117,7 +118,7 @@ def _compare(op: str):
         if not isinstance(other, (int, float)):
             return NotImplemented
         result = fn(int.__int__(self), _value(other))
-        if _by_user(1):
+        if by_user(1):
             self.log.record(op, self.expr, _expr(other), result)
         return result
 
@@ -140,7 +141,7 @@ class Size(int):
     def _number(self, how: str) -> int:
         """The size as a plain int, for code two frames up: a check unless that is the op
         layer (its ints become attributes or constants, compared across sizes instead)."""
-        return self._as_int(how) if _by_user(2) else int.__int__(self)
+        return self._as_int(how) if by_user(2) else int.__int__(self)
 
     def __int__(self) -> int:
         return self._number("used as a Python int")
@@ -159,7 +160,7 @@ class Size(int):
 
     def __bool__(self) -> bool:
         result = int.__int__(self) != 0
-        if _by_user(1):
+        if by_user(1):
             self.log.record("!=", self.expr, ("const", 0), result)
         return result
 

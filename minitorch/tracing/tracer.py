@@ -27,7 +27,7 @@ from ..core.tensor import Tensor, enable_grad, is_grad_enabled
 from ..exercises import exercise
 from .graph import Graph, Node, user_location
 from .interpreter import run_node
-from .sizes import plain
+from .sizes import by_user, plain
 
 
 class GraphBreakError(RuntimeError):
@@ -213,7 +213,8 @@ class Proxy(Tensor):
 
     def _text(self, reason: str, how, *spec) -> str:
         t = self._tracer
-        if not (t.recording and t in _active):  # escaped, or not being traced
+        # escaped, not being traced, or an op's error message naming its input
+        if not (t.recording and t in _active) or not by_user(2):
             return self._describe()
         return how(self._concrete(reason), *spec)
 
