@@ -87,11 +87,16 @@ def _apply(op: OpDef, inputs: tuple, attrs: dict):
         tracer = _active[-1]
         if tracer.external and tracer.recording:
             if any(tracer.state_entry(x)[0] is not None for x in inputs):
-                return _record(tracer, op, inputs, plain(attrs))
+                return _record(tracer, op, inputs, _attrs(tracer, attrs))
     return _plain_apply(op, inputs, attrs)
 
 
 registry._eager_apply = _apply
+
+
+def _attrs(tracer: Tracer, attrs: dict) -> dict:
+    """An op's attributes as the graph keeps them: sizes watched by chapter 9 as ints."""
+    return attrs if tracer.sizes is None else plain(attrs)
 
 
 def _escaped(p: Proxy) -> OpError:
@@ -160,7 +165,7 @@ class Proxy(Tensor):
         p = next(x for x in inputs if isinstance(x, Proxy))
         if not p._tracer.live:
             raise _escaped(p)
-        return _record(p._tracer, op, inputs, plain(attrs))
+        return _record(p._tracer, op, inputs, _attrs(p._tracer, attrs))
 
     @property
     def _data(self):
