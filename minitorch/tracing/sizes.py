@@ -34,7 +34,10 @@ _COMPARE = {
 _TEST = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
          "==": operator.eq, "!=": operator.ne}  # fmt: skip
 _ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-          "%": operator.mod, "**": operator.pow}  # fmt: skip
+          "%": operator.mod, "**": operator.pow, "<<": operator.lshift, ">>": operator.rshift,
+          "&": operator.and_, "|": operator.or_, "^": operator.xor}  # fmt: skip
+_DUNDER = {"+": "add", "-": "sub", "*": "mul", "//": "floordiv", "%": "mod", "**": "pow",
+           "<<": "lshift", ">>": "rshift", "&": "and", "|": "or", "^": "xor"}  # fmt: skip
 # Modules that hand sizes to ops and check shapes (the exercises' references too): what
 # they do with a size is no check.
 _OP_LAYER = ("minitorch.core", "minitorch.tensor", "minitorch.backends", "minitorch.tracing",
@@ -147,7 +150,7 @@ class Size(int):
         return self._number("used as a Python int")
 
     def __index__(self) -> int:
-        return self._number("used as a Python int (range, indexing)")
+        return self._number("used as an index")
 
     def __float__(self) -> float:
         return float(self._number("used as a float"))
@@ -186,8 +189,7 @@ class Size(int):
 
 for _name, _op in _COMPARE.items():
     setattr(Size, _name, _compare(_op))
-for _op, _dunder in {"+": "add", "-": "sub", "*": "mul", "//": "floordiv", "%": "mod",
-                     "**": "pow"}.items():  # fmt: skip
+for _op, _dunder in _DUNDER.items():
     setattr(Size, f"__{_dunder}__", _arith(_op, False))
     setattr(Size, f"__r{_dunder}__", _arith(_op, True))
 
