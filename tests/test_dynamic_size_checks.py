@@ -66,6 +66,8 @@ def test_sizes_log_checks_and_keep_their_expression():
     c = (a * 2 - b) // 3
     assert c == 3 and isinstance(c, Size)
     assert evaluate(c.expr, lambda k, d: {"x": 10, "y": 1}[k]) == 6
+    q, r = divmod(a, 4)
+    assert [type(v) for v in (q, r, a >> 1, a & 3, round(a), -a)] == [Size] * 6
     assert max(a, b) is a and a > 5 and not a < b  # max asks b > a
     got = [(op, r) for op, _, _, r, _ in log.checks]
     assert got == [("==", True), (">", False), (">", True), ("<", False)]

@@ -173,6 +173,17 @@ class Size(int):
     def __pos__(self):
         return self
 
+    def __round__(self, ndigits=None):  # an int already: round, trunc, floor and ceil keep it
+        return self if ndigits is None else int.__round__(self, ndigits)
+
+    __trunc__ = __floor__ = __ceil__ = __pos__
+
+    def __divmod__(self, other):
+        return (self // other, self % other) if isinstance(other, int) else NotImplemented
+
+    def __rdivmod__(self, other):
+        return (other // self, other % self) if isinstance(other, int) else NotImplemented
+
     def __abs__(self):
         return self if int.__int__(self) >= 0 else -self
 
