@@ -168,3 +168,126 @@ def test_jit_follows_eager_dtype_rules(op, dtype, backend):
             np.testing.assert_allclose(
                 got.numpy(), want.numpy(), rtol=1e-6, err_msg=f"{op} {dtype} {options}"
             )
+
+
+# ---------------------------------------------------------------- issue 40: sizes and printing
+# Generated cases (issue 40, classes 6 and 7): a Python branch on a dynamic size, for
+# every comparison and for sizes reached through arithmetic, min/max, int() and range(),
+# on dim 0 or 1, over size orders that cross the threshold after the dim turned dynamic;
+# and printing or formatting a traced tensor. Every compile mode, and jit with
+# mark_dynamic. The result must be eager's at every call.
+
+import operator  # noqa: E402
+
+from minitorch.compile import options_for  # noqa: E402
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+        "==": operator.eq, "!=": operator.ne}  # fmt: skip
+_SIZE_OF = {  # how the branch reads the size n
+    "n": lambda n: n,
+    "arith": lambda n: (n * 3 + 1) // 2 - 4,
+    "min": lambda n: min(n, 11) + max(n - 30, 0),
+    "int": lambda n: int(n),
+    "range": lambda n: len([i for i in range(n) if i % 2]),
+}
+RUNNERS = MODES + ["jit"]
+
+
+def _size_cases(count=6):
+    rng = np.random.default_rng(40)
+    cases = []
+    for op, how, dim in itertools.product(_OPS, _SIZE_OF, (0, 1)):
+        threshold = int(_SIZE_OF[how](int(rng.integers(6, 12))))
+        low = [int(x) for x in rng.permutation(np.arange(3, 9))[:3]]  # dynamic below...
+        high = [int(x) for x in rng.integers(9, 20, size=count - 3)]  # ...then crossing
+        cases.append((op, how, dim, threshold, tuple(low + high)))
+    return cases
+
+
+def _brancher(op, how, dim, threshold):
+    test, size_of = _OPS[op], _SIZE_OF[how]
+
+    def f(x):
+        if test(size_of(x.shape[dim]), threshold):
+            return (x * 2.0).sum(dim)
+        return (x * 3.0 - 1.0).sum(dim)
+
+    return f
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("case", _size_cases(), ids=lambda c: f"{c[0]}-{c[1]}-dim{c[2]}")
+def test_a_branch_on_a_dynamic_size_follows_eager(case, runner):
+    op, how, dim, threshold, sizes = case
+    f = _brancher(op, how, dim, threshold)
+    cf = mt.jit(f) if runner == "jit" else mt.compile(f, mode=runner)
+    for n in sizes:
+        shape = (n, 3) if dim == 0 else (3, n)
+        x = mt.tensor(np.arange(n * 3, dtype=np.float32).reshape(shape) / 10)
+        if runner == "jit":
+            mt.mark_dynamic(x, dim)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6, err_msg=f"{case} n={n}")
+
+
+def _tiny_gpt_case():
+    from minitorch.transformer.model import TinyGPT
+
+    model = TinyGPT(16, context=32, width=16, heads=2, layers=1)
+
+    def f(ids, pos):  # batch and time dynamic, a branch on T
+        logits = model(ids, pos)
+        return logits.sum(-1) * 2.0 if ids.shape[2] > 6 else logits.sum(-1) * 3.0
+
+    return f
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_tiny_gpt_with_a_branch_on_time_follows_eager(runner):
+    f = _tiny_gpt_case()
+    cf = mt.jit(f) if runner == "jit" else mt.compile(f, mode=runner)
+    for b, t in [(2, 3), (3, 4), (2, 5), (4, 8), (2, 9), (3, 4)]:
+        ids = mt.tensor(np.arange(b * t).reshape(b, 1, t) % 16)
+        pos = mt.tensor(np.arange(t).reshape(1, 1, t))
+        if runner == "jit":
+            mt.mark_dynamic(mt.mark_dynamic(ids, 0), 2)
+            mt.mark_dynamic(pos, 2)
+        np.testing.assert_allclose(
+            cf(ids, pos).numpy(), f(ids, pos).numpy(), rtol=1e-5, err_msg=f"B={b} T={t}"
+        )
+
+
+_TEXTS = {
+    "str": str,
+    "repr": repr,
+    "format": lambda y: format(y, ""),
+    "f-string": lambda y: f"<{y}>",
+    "str of a sum": lambda y: str(y.sum()),
+}
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("how", list(_TEXTS))
+def test_formatting_a_traced_tensor_follows_eager(how, runner, capsys):
+    text = _TEXTS[how]
+
+    def f(x):
+        y = x * 2.0 + 1.0
+        print(text(y))
+        return y * float(len(text(y)))  # a value derived from the text
+
+    def run(g):
+        outs = [g(mt.tensor(np.arange(n, dtype=np.float32) * 0.25)).numpy() for n in (2, 3, 3)]
+        return outs, capsys.readouterr().out
+
+    want, want_out = run(f)
+    options = None if runner == "jit" else options_for(runner)
+    jf = mt.jit(f, options=options)
+    got, got_out = run(jf)
+    assert got_out == want_out and "Proxy" not in got_out
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    out = mt.explain(jf)(mt.tensor([1.0, 2.0]))
+    capsys.readouterr()
+    assert out.graph_break_count == 2 and "a traced tensor" in str(out.break_reasons[0])
+    with pytest.raises(mt.GraphBreakError, match="traced tensor"):
+        mt.jit(f, fullgraph=True, options=options)(mt.tensor([1.0]))

@@ -14,13 +14,15 @@ after a retrace caused only by that dimension's size (as ``torch.compile`` does)
   fusion, memory plan) once per size, kept in a small per-size cache.
 
 A graph is only reused across sizes if Python did not bake the size into it (a
-reshape to ``(x.shape[0] * 3,)``, a division by ``x.shape[0]``, a branch on it). jit
-checks this by comparing traces at other sizes: every size traced so far for the
-same Python state, one at the smallest sizes the symbols admit and, for a marked
-input, one at a larger size; each, re-specialised, must be the same program,
-constants and attributes included. Otherwise the dimension stays static and the
-reason is kept for ``explain``. Limit: a Python ``if`` on the size that every
-compared size takes alike (``x.shape[0] > 1000``) is not seen.
+reshape to ``(x.shape[0] * 3,)``, a division by ``x.shape[0]``). jit checks this by
+comparing traces at other sizes: every size traced so far for the same Python
+state, one at the smallest sizes the symbols admit and, for a marked input, one at
+a larger size; each, re-specialised, must be the same program, constants and
+attributes included. Otherwise the dimension stays static and the reason is kept
+for ``explain``. A decision Python takes on a size (``if x.shape[0] > 1000``,
+``min``, ``range``) is a *check* (``tracing/sizes.py``): the entry serves only sizes
+where every check decides as when traced, and traces that decide otherwise are not
+compared (another program, with its own entry).
 
 A size kept in an attribute (``reshape(B, T, H, D)``, the ``expand`` a backward makes
 to its input's shape) is not a number Python computed: when an entry equals a symbol's
@@ -44,6 +46,7 @@ from ..core.registry import Spec, get_op  # noqa: F401  (exercise 9.8 uses get_o
 from ..core.tensor import Tensor
 from ..exercises import exercise
 from ..passes.rewrite import clone_graph  # noqa: F401  (exercise 9.8 uses it)
+from ..tracing import sizes as size_checks
 from ..tracing.graph import Graph
 from .step import StepEntry, trace_step
 
@@ -51,6 +54,7 @@ log = logging.getLogger("minitorch.jit")
 
 MIN_SIZE = 2  # a symbol stands for sizes >= 2: 0 and 1 are specialised
 PER_SIZE_CACHE = 8  # compiled plans kept per dynamic graph (one per concrete size)
+VERDICTS = 64  # size-check verdicts kept per dynamic graph (one per concrete size)
 # Attributes that are sizes, one per output dim: a backward's ``expand`` to the input's
 # shape, a ``reshape(B, T, H, D)``. An entry that equals a symbol's size in every trace
 # compared (other sizes, distinct per symbol) follows that symbol at every size.
@@ -213,6 +217,21 @@ class DynamicEntry:
     plans: OrderedDict = field(default_factory=OrderedDict)
     compiled_sizes: int = 0
     templates: dict = field(default_factory=dict)  # node index -> (attr, sizes with symbols)
+    checks: list = field(default_factory=list)  # the trace's checks on sizes (tracing.sizes)
+    verdicts: OrderedDict = field(default_factory=OrderedDict)  # shapes -> failed checks
+
+    def size_failures(self, values) -> list[str]:
+        """Why Python would decide otherwise at these sizes (a branch on a size), or []."""
+        if not self.checks:
+            return []
+        specs = self.specs(values)
+        shapes = tuple(s.shape for s in specs)
+        failed = self.verdicts.get(shapes)
+        if failed is None:
+            failed = self.verdicts[shapes] = check_failures(self, specs)
+            while len(self.verdicts) > VERDICTS:
+                self.verdicts.popitem(last=False)
+        return failed
 
     def specs(self, values) -> list[Spec]:
         feeds = self.trace.feeds
@@ -238,6 +257,51 @@ class DynamicEntry:
         else:
             self.plans.move_to_end(shapes)
         return plan
+
+
+def check_failures(entry, specs: list[Spec]) -> list[str]:
+    """How the size checks of ``entry`` (its graph, guard, templates) fail at ``specs``."""
+    graph, guarded = entry.trace.graph, entry.guarded
+    full = [n.spec for n in graph.inputs]
+    for k, s in zip(guarded, specs):
+        full[k] = s
+    inputs = _input_positions(graph)
+    other: list = []
+
+    def dim(k, d):
+        if k in inputs:
+            return full[inputs[k]].shape[d]
+        if not other:  # a size of a node inside the graph: infer it at these sizes
+            g = graph
+            if entry.templates:
+                g = with_sizes(g, entry.templates, symbol_sizes(entry.guard, specs))
+            other.append(respecialize(g, full))
+        return other[0].nodes[k].spec.shape[d]
+
+    try:
+        return size_checks.failures(entry.checks, dim, _namer(graph, entry.guard, guarded))
+    except OpError as e:
+        return [str(e)]
+
+
+def _input_positions(graph: Graph) -> dict:
+    """Node index -> input position, for the graph's inputs."""
+    at = {id(n): j for j, n in enumerate(graph.inputs)}
+    return {k: at[id(n)] for k, n in enumerate(graph.nodes) if id(n) in at}
+
+
+def _namer(graph: Graph, guard, guarded):
+    """``name(k, d)``: dim ``d`` of node ``k`` as a message says it (``x.shape[0]``)."""
+    inputs = _input_positions(graph)
+    names = {j: g.name for j, g in zip(guarded, guard)}
+
+    def name(k, d):
+        j = inputs.get(k)
+        if j is None:
+            return f"%{graph.nodes[k].name}.shape[{d}]"
+        return f"{names.get(j, graph.nodes[k].name)}.shape[{d}]"
+
+    return name
 
 
 def symbol_sizes(guard: list[InputGuard], specs: list[Spec]) -> dict:
@@ -337,7 +401,7 @@ def find(jf, values, key, ctx=None):
         if entry.statics != _statics(key):
             continue
         failed = symbolic_guard_failures(entry.guard, entry.specs(values))
-        failed = failed or entry.trace.check(jf.fn, values, ctx)
+        failed = failed or entry.trace.check(jf.fn, values, ctx) or entry.size_failures(values)
         if not failed:
             return entry, []
         reasons = reasons or failed
@@ -480,27 +544,44 @@ def build(jf, names, values, bound, key, trace, dims, why, other, ctx=None):
             problem = str(e)
     if guard is None:
         return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
-    # Did Python bake the size in, or branch on it? Every size traced so far, and the
-    # smallest size the symbol admits, must give the same program (issue 26: a branch
-    # on ``x.shape[0] > 4`` traced at 5 and 9 alone would serve size 2 the wrong way).
+    static = f"{_where(names, arg_of, cands)} kept static"
+    # Which decisions did Python take on the sizes (``if x.shape[0] > 12``, ``range(T)``)?
+    # They become checks: the entry serves only sizes where each decides the same way.
+    checks, problem = _watch_sizes(jf, names, values, bound, trace, ctx)
+    if checks is None:
+        return None, lines + [f"{static}: {problem}"]
+    # Did Python bake the size in? Every size traced so far that decides alike, and
+    # probes at other sizes, must give the same program, constants and attributes
+    # included. A trace on the other side of a check is another program, not compared.
     others = [other] if other is not None else []
     family = _family(jf, key, values, ctx)
     others += [
         t for t in family if t.graph is not graph and (other is None or t.graph is not other.graph)
     ]
     others += probes
+    others = [t for t in others if not _other_side(graph, checks, t)]
     scales = ([3] if other is None else []) + [0]
-    for scale in scales:
-        specs = sizes_for(guard, scale)
-        probe, problem = _probe(jf, names, values, bound, trace, guarded, specs, ctx)
-        if probe is None:
-            return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
-        others.append(probe)
+    for scale in scales + [2]:
+        if scale == 2 and _compared(others, guard, guarded):
+            break  # 2: only when every other size so far decided otherwise
+        probe, problem = _probe(
+            jf, names, values, bound, trace, guarded, sizes_for(guard, scale), ctx
+        )
+        if probe is None and not checks:
+            return None, lines + [f"{static}: {problem}"]
+        if probe is not None and not _other_side(graph, checks, probe):
+            others.append(probe)
+    if not _compared(others, guard, guarded):
+        first = size_checks.text(checks[0], _namer(graph, guard, guarded))
+        return None, lines + [
+            f"{static}: every other size tried decides otherwise on a size ({first}), "
+            "so nothing shows whether the size was baked in"
+        ]
     templates = sized_templates(graph, guard, guarded, others)
     for other in others:
         problem = _differs(graph, other, guard, guarded, templates)
         if problem is not None:
-            return None, lines + [f"{_where(names, arg_of, cands)} kept static: {problem}"]
+            return None, lines + [f"{static}: {problem}"]
     for k, d in cands:
         sym = guard[guarded.index(k)].dims[d]
         lines.append(
@@ -512,9 +593,76 @@ def build(jf, names, values, bound, key, trace, dims, why, other, ctx=None):
             f"{len(templates)} size attribute(s) ({', '.join(ops)}) follow the symbols, "
             "the same in every trace compared"
         )
-    entry = DynamicEntry(trace, guard, guarded, _statics(key), lines, templates=templates)
+    entry = DynamicEntry(
+        trace, guard, guarded, _statics(key), lines, templates=templates, checks=checks
+    )
+    if checks:
+        shown = [size_checks.text(c, _namer(graph, guard, guarded)) for c in checks[:3]]
+        more = f" and {len(checks) - 3} more" if len(checks) > 3 else ""
+        lines.append(
+            f"{len(checks)} check(s) on sizes guarded (a size deciding otherwise retraces): "
+            + "; ".join(shown)
+            + more
+        )
     log.info("jit(%s): dynamic %s", jf.name, "; ".join(lines))
     return entry, lines
+
+
+def _watch_sizes(jf, names, values, bound, trace, ctx=None):
+    """The checks this call makes on sizes (``tracing/sizes.py``): the call traced once
+    more, sizes watched, not run. ``(checks, None)``, or ``(None, why not)``."""
+    log = size_checks.SizeLog()
+    try:
+        with size_checks.watching(log):
+            again = _trace_again(jf, names, values, bound, trace, ctx, log)
+        problem = program_difference(trace.graph, again.graph)
+        checks = log.finish(again.graph.nodes)
+    except Exception as e:  # noqa: BLE001 - any failure: the dim stays static
+        return None, f"tracing with sizes watched failed ({type(e).__name__}: {e})"
+    if problem is not None or again.breaks:
+        return None, f"tracing again gave another program ({problem or 'a graph break'})"
+    return checks, None
+
+
+def _trace_again(jf, names, values, bound, trace, ctx, log):
+    from ..tracing.jit import trace_call
+
+    if isinstance(trace, StepView):
+        return StepView(
+            trace_step(jf.fn, jf._binder, names, list(values), bound, *ctx, jf.name,
+                       jf.options, sizes=log),
+            ctx,
+        )  # fmt: skip
+    return trace_call(
+        jf.fn, jf._binder, names, list(values), bound, jf.fullgraph, jf.name,
+        run=False, sizes=log,
+    )  # fmt: skip
+
+
+def _other_side(graph, checks, t) -> bool:
+    """Whether the trace ``t`` (other sizes) decides a check of ``graph`` otherwise; its
+    sizes are read from its own nodes (a node it does not share: another program)."""
+    if not checks:
+        return False
+    nodes = t.graph.nodes
+
+    def dim(k, d):
+        if k >= len(nodes) or nodes[k].op != graph.nodes[k].op:
+            raise LookupError(k)
+        return nodes[k].spec.shape[d]
+
+    try:
+        return bool(size_checks.failures(checks, dim, lambda k, d: ""))
+    except (LookupError, IndexError):
+        return True
+
+
+def _compared(others, guard, guarded) -> bool:
+    """Whether some trace of ``others`` has sizes the guard admits (one to compare with)."""
+    return any(
+        not symbolic_guard_failures(guard, [t.graph.inputs[k].spec for k in guarded])
+        for t in others
+    )
 
 
 def _differs(graph, other, guard, guarded, templates=None) -> str | None:

@@ -348,12 +348,16 @@ def _restore(snap) -> None:
         o.steps = steps
 
 
-def trace_step(fn, binder, names, values, bound, params, opts, name, options, debug=False):
-    """Trace one call of a training step into a graph; ``None`` if it trains nothing."""
+def trace_step(
+    fn, binder, names, values, bound, params, opts, name, options, debug=False, sizes=None
+):
+    """Trace one call of a training step into a graph; ``None`` if it trains nothing.
+
+    ``sizes``, a ``SizeLog``, logs the checks the step makes on sizes (dynamic dims)."""
     t0 = time.perf_counter()
     before = guards.scan(fn, values, names)
     slots = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
-    tracer = Tracer(name, fullgraph=True, why="a compiled training step")
+    tracer = Tracer(name, fullgraph=True, why="a compiled training step", sizes=sizes)
     external, roles = {}, {}
     for k, p in enumerate(params):
         external[id(p)] = (("param", k), f"p{k}", p)

@@ -225,19 +225,21 @@ def trace_call(
     passes=None,
     debug=False,
     options=None,
+    sizes=None,
 ) -> Trace:
     """Trace ``fn`` on concrete ``values``; breaks split the graph unless ``fullgraph``.
 
     With ``state`` the tensors ``fn`` reads from globals, closures and ``self`` become
     graph inputs and the Python values it can read are guarded (see :mod:`.guards`);
     without it (the staged ``trace()``) they are constants. With ``run`` the graph is
-    also compiled and run on ``values`` (the result of this call).
+    also compiled and run on ``values`` (the result of this call). ``sizes``, a
+    :class:`~.sizes.SizeLog`, logs the checks the call makes on sizes (chapter 9).
     """
     slots = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
     before = guards.scan(fn, values, names) if state else None
     rng = creation._rng[0]
     rng_state = rng.bit_generator.state
-    tracer = Tracer(name, fullgraph=fullgraph, concrete=[values[i] for i in slots])
+    tracer = Tracer(name, fullgraph=fullgraph, concrete=[values[i] for i in slots], sizes=sizes)
     if before is not None:
         tracer.set_external(before.tensors)
         watched = dict(before.tensors)  # and the arguments: a Parameter passed in

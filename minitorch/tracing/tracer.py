@@ -4,12 +4,12 @@ A :class:`Proxy` is a :class:`Tensor` without data. Every op on it reaches
 ``dispatch``, which hands the call to ``Proxy.__minitorch_dispatch__`` and so to
 :func:`record_op` (exercise 5.1), which appends a node and returns a new Proxy.
 
-Reading a value (``bool``, ``if``, ``while``, ``.item()``) cannot be recorded: it is
-a *graph break*. With ``fullgraph=True`` that is an error. Otherwise the tracer
-closes the current graph, computes the value for real (from the concrete inputs it
-was given), lets Python decide, and starts a new graph (:func:`split_at_break`,
-exercise 5.8) whose inputs are the values
-that flow across the break. Results are always those of eager execution.
+Reading a value (``bool``, ``if``, ``while``, ``.item()``, printing or formatting
+the tensor) cannot be recorded: it is a *graph break*. With ``fullgraph=True`` that
+is an error. Otherwise the tracer closes the current graph, computes the value for
+real (from the concrete inputs it was given), lets Python decide, and starts a new
+graph (:func:`split_at_break`, exercise 5.8) whose inputs are the values that flow
+across the break. Results are always those of eager execution.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ..core.tensor import Tensor, enable_grad, is_grad_enabled
 from ..exercises import exercise
 from .graph import Graph, Node, user_location
 from .interpreter import run_node
+from .sizes import by_user, plain
 
 
 class GraphBreakError(RuntimeError):
@@ -86,18 +87,23 @@ def _apply(op: OpDef, inputs: tuple, attrs: dict):
         tracer = _active[-1]
         if tracer.external and tracer.recording:
             if any(tracer.state_entry(x)[0] is not None for x in inputs):
-                return _record(tracer, op, inputs, attrs)
+                return _record(tracer, op, inputs, _attrs(tracer, attrs))
     return _plain_apply(op, inputs, attrs)
 
 
 registry._eager_apply = _apply
 
 
+def _attrs(tracer: Tracer, attrs: dict) -> dict:
+    """An op's attributes as the graph keeps them: sizes watched by chapter 9 as ints."""
+    return attrs if tracer.sizes is None else plain(attrs)
+
+
 def _escaped(p: Proxy) -> OpError:
     return OpError(
         "jit",
-        f"a traced value ({p!r}) of the trace of {p._tracer.name!r} was used after that trace "
-        "ended (it escaped: stored in a global, an object or a list while tracing)",
+        f"a traced value ({p._describe()}) of the trace of {p._tracer.name!r} was used after "
+        "that trace ended (it escaped: stored in a global, an object or a list while tracing)",
         hint="return every tensor the caller needs from the jitted function (tuple, list, dict, "
         "namedtuple or dataclass); do not keep traced values outside it",
     )
@@ -113,7 +119,11 @@ class Proxy(Tensor):
 
     @property
     def shape(self):
-        return self.node.spec.shape
+        # while chapter 9 watches sizes (``sizes.py``), each dim remembers where it came from
+        log = self._tracer.sizes
+        if log is None or not log.live:
+            return self.node.spec.shape
+        return log.shape(self.node, self.node.spec.shape)
 
     @property
     def dtype(self):
@@ -121,10 +131,19 @@ class Proxy(Tensor):
 
     @property
     def size(self) -> int:
-        return self.node.spec.size
+        if self._tracer.sizes is None:
+            return self.node.spec.size
+        n = 1
+        for d in self.shape:
+            n = n * d
+        return n
 
     def numel(self) -> int:
-        return self.node.spec.size
+        return self.size
+
+    def __len__(self) -> int:
+        n = super().__len__()  # a Size while sizes are watched: len() would drop what it is
+        return n._number("used as len()") if hasattr(n, "_number") else n
 
     @property
     def spec(self) -> Spec:
@@ -146,7 +165,7 @@ class Proxy(Tensor):
         p = next(x for x in inputs if isinstance(x, Proxy))
         if not p._tracer.live:
             raise _escaped(p)
-        return _record(p._tracer, op, inputs, attrs)
+        return _record(p._tracer, op, inputs, _attrs(p._tracer, attrs))
 
     @property
     def _data(self):
@@ -186,7 +205,26 @@ class Proxy(Tensor):
     def __array__(self, dtype=None, copy=None):
         return self._concrete("numpy conversion of a traced tensor").numpy()
 
+    # Printing or formatting shows the values eager would show: a graph break, so that
+    # the text (and anything computed from it) is that of this call, not a placeholder.
     def __repr__(self) -> str:
+        return self._text("repr() of a traced tensor", repr)
+
+    def __str__(self) -> str:
+        return self._text("str() or print() of a traced tensor", str)
+
+    def __format__(self, spec: str) -> str:
+        return self._text("formatting a traced tensor (f-string, format())", format, spec)
+
+    def _text(self, reason: str, how, *spec) -> str:
+        t = self._tracer
+        # escaped, not being traced, or an op's error message naming its input
+        if not (t.recording and t in _active) or not by_user(2):
+            return self._describe()
+        return how(self._concrete(reason), *spec)
+
+    def _describe(self) -> str:
+        """The placeholder's own text, for messages (no value, no break)."""
         return f"Proxy(%{self.node.name}: {self.node.spec})"
 
     def detach(self) -> Tensor:
@@ -227,8 +265,11 @@ class Tracer:
     graph break); ``None`` traces from specs alone, where a break is an error.
     """
 
-    def __init__(self, name: str = "graph", fullgraph: bool = False, concrete=None, why=None):
+    def __init__(
+        self, name: str = "graph", fullgraph: bool = False, concrete=None, why=None, sizes=None
+    ):
         self.name = name
+        self.sizes = sizes  # chapter 9: a SizeLog of the checks made on sizes, or None
         self.fullgraph = fullgraph or concrete is None
         # why a break is an error here: fullgraph=True, a cond branch, or tracing from specs
         self.why = why or ("fullgraph=True" if fullgraph else "tracing from shapes alone")
@@ -259,7 +300,7 @@ class Tracer:
             if x._tracer is not self:
                 raise OpError(
                     "trace",
-                    f"a traced value from another trace ({x!r}) was used here",
+                    f"a traced value from another trace ({x._describe()}) was used here",
                     hint="pass it in as an argument (cond operands, jit arguments)",
                 )
             node = x.node
@@ -407,6 +448,8 @@ class Tracer:
     def __exit__(self, *exc) -> None:
         _active.remove(self)
         self.live = False
+        if self.sizes is not None:
+            self.sizes.live = False
 
 
 def tracing() -> bool:
@@ -526,7 +569,7 @@ def flatten_output(tracer: Tracer, result):
 def _find_proxy(x, depth: int = 3):
     """Where a Proxy hides in a non-container result (attributes, sets, nested), or None."""
     if isinstance(x, Proxy):
-        return repr(x)
+        return x._describe()
     if depth == 0:
         return None
     if isinstance(x, dict):
