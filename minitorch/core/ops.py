@@ -226,6 +226,8 @@ def _pow_check(a, b) -> None:
 
 
 get_op("pow").check = _pow_check
+# only integer ** integer can refuse: float pow stays fusable and runs unchecked in plans
+get_op("pow").check_if = lambda a, b: not dt.is_float(a.dtype) and not dt.is_float(b.dtype)
 
 
 def _where_infer(c: Spec, a: Spec, b: Spec) -> Spec:
