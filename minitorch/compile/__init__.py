@@ -27,10 +27,10 @@ MODES = {
 
 
 def options_for(mode: str) -> CompileOptions:
-    if mode not in MODES:
+    if not isinstance(mode, str) or mode not in MODES:  # a list is not hashable
         raise OpError(
             "compile",
-            f"unknown mode {mode!r}",
+            f"mode must be one of the mode names, got {type(mode).__name__} {mode!r}",
             hint=f"use one of {', '.join(repr(m) for m in MODES)}",
         )
     return MODES[mode]

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from ..core import creation
+from ..core.errors import OpError
 from ..core.registry import dispatch
 from ..core.tensor import Tensor
 from ..nn.module import Module, Parameter, device_of
@@ -112,6 +113,14 @@ class TinyGPT(Module):
         return self.ln_f(x) @ self.w_out + self.b_out
 
     def forward(self, ids: Tensor, pos: Tensor) -> Tensor:
+        n = max(ids.shape[-1], pos.shape[-1])
+        if n > self.context:  # the position table has one row per place in the context
+            raise OpError(
+                "TinyGPT",
+                f"a sequence of {n} tokens is longer than the model's context of {self.context}",
+                hint=f"feed at most the last {self.context} tokens (ids[..., -{self.context}:]) "
+                f"or build TinyGPT(vocab, context={n})",
+            )
         x = self.tok(ids) + self.pos(pos)
         for block in self.blocks:
             x = block(x)
