@@ -210,7 +210,11 @@ def _id_cases(seed: int, count: int = 18):
         ids = rng.integers(0, rows, size=shape)
         kind = ("in range", "negative", "past the end")[k % 3]
         if kind != "in range":
-            bad = -int(rng.integers(1, rows + 1)) if kind == "negative" else rows + int(rng.integers(0, 3))
+            bad = (
+                -int(rng.integers(1, rows + 1))
+                if kind == "negative"
+                else rows + int(rng.integers(0, 3))
+            )
             ids.reshape(-1)[int(rng.integers(0, ids.size))] = bad
         yield kind, rows, ids
 
@@ -235,7 +239,9 @@ def test_compiled_lookup_checks_ids_as_eager(mode, backend):
             w, t = tables[rows], mt.tensor(ids, dtype="int64", device=device)
             want = _outcome(_lookup, w, t)
             assert (want[0] == "value") == (kind == "in range"), (kind, want)
-            _same_outcome(_outcome(f, w, t), want, f"{mode} {backend} {kind} {ids.tolist()} rows={rows}")
+            _same_outcome(
+                _outcome(f, w, t), want, f"{mode} {backend} {kind} {ids.tolist()} rows={rows}"
+            )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -278,7 +284,10 @@ def test_compiled_integer_pow_checks_exponents_as_eager(mode, backend):
         kinds = set()
         for _ in range(12):
             a = mt.tensor(rng.integers(1, 4, size=4), dtype="int64")
-            b = mt.tensor(rng.integers(-1, 3, size=4) if rng.random() < 0.5 else rng.integers(0, 3, size=4), dtype="int64")
+            b = mt.tensor(
+                rng.integers(-1, 3, size=4) if rng.random() < 0.5 else rng.integers(0, 3, size=4),
+                dtype="int64",
+            )
             want = _outcome(_int_pow, a, b)
             kinds.add(want[0])
             _same_outcome(_outcome(f, a, b), want, f"{mode} {backend} {b.numpy().tolist()}")

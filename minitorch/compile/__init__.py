@@ -30,7 +30,8 @@ def options_for(mode: str) -> CompileOptions:
     if not isinstance(mode, str) or mode not in MODES:  # a list is not hashable
         raise OpError(
             "compile",
-            f"mode must be one of the mode names, got {type(mode).__name__} {mode!r}",
+            f"unknown mode {mode!r}"
+            + ("" if isinstance(mode, str) else f" (a {type(mode).__name__})"),
             hint=f"use one of {', '.join(repr(m) for m in MODES)}",
         )
     return MODES[mode]

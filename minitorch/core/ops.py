@@ -17,7 +17,7 @@ from ..tensor.views import index_error, permute_error
 from . import dtypes as dt
 from .args import as_axis, as_bool, as_int, as_ints, as_sizes
 from .errors import OpError
-from .registry import REQUIRED, OpKind, Spec, get_op, register_op
+from .registry import REQUIRED, OpKind, Spec, get_op, register_kernel, register_op
 
 # ---------------------------------------------------------------- elementwise
 
@@ -493,7 +493,12 @@ register_op(
         caller, what, ids.numpy(), size, hint or f"{what} index {size} entries, from 0"
     ),
 )
-get_op("index_check").kernels["*"] = lambda ids, out, **attrs: ids  # the values, unchanged
+
+
+@register_kernel("index_check", "*")
+def _index_check_kernel(ids, out, **attrs):
+    return ids  # the values, unchanged: the check ran before the kernel
+
 
 # ---------------------------------------------------------------- anchors
 
