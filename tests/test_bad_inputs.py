@@ -148,6 +148,17 @@ CATALOGUE = [
     ("export axes name not a str", lambda: export(relu, x, dynamic_axes={"input0": {0: 5}}), E, ["onnx.export", "5", "identifier"]),
     ("export axes unknown input", lambda: export(relu, x, dynamic_axes={"x": [0]}), E, ["onnx.export", "'x'", "input0"]),
     ("export axes one name two sizes", lambda: export(lambda a, c: a, (x, v), dynamic_axes={0: {0: "n"}, 1: {0: "n"}}), E, ["onnx.export", "'n'", "size 2", "size 3"]),
+    ("export a list of inputs", lambda: export(lambda a, c: a + c, [v, v]), E, ["onnx.export", "example_inputs", "list", "tuple"]),
+    ("export a float output", lambda: export(lambda t: (t * 2, 3.0), v), E, ["onnx.export", "result[1]", "3.0", "float", "tensor"]),
+    ("export only a float", lambda: export(lambda t: 3.0, v), E, ["onnx.export", "result", "3.0", "tensor"]),
+    ("export None in a dict", lambda: export(lambda t: {"y": t, "n": None}, v), E, ["onnx.export", "result['n']", "None"]),
+    ("export no output", lambda: export(lambda t: (), v), E, ["onnx.export", "no tensor"]),
+    # compile and jit: their own arguments
+    ("compile mode list", lambda: mt.compile(relu, mode=["default"]), E, ["compile", "mode", "['default']", "'reduce-overhead'"]),
+    ("compile mode typo", lambda: mt.compile(relu, mode="fast"), E, ["compile", "'fast'", "'max-autotune'"]),
+    ("compile a Module class", lambda: mt.compile(mt.nn.Linear), E, ["compile", "class Linear", "compile(nn.Linear(...))"]),
+    ("jit a Module class", lambda: mt.jit(DigitsCNN), E, ["jit", "class DigitsCNN", "jit(DigitsCNN(...))"]),
+    ("compile a class", lambda: mt.compile(dict), E, ["compile", "class dict"]),
 ]  # fmt: skip
 
 

@@ -391,6 +391,18 @@ def _embedding_grad(draw, dtype, smooth):
     return [g, ids], {"num_embeddings": v}, lambda g, ids: _scatter_ref(g, ids, v)
 
 
+def _index_check(draw, dtype, smooth):
+    size = draw(st.integers(1, 4))
+    ids = draw(hnp.arrays(np.int64, draw(shapes(max_dims=2)), elements=st.integers(-1, size)))
+
+    def ref(ids):
+        if ids.size and (ids.min() < 0 or ids.max() >= size):
+            raise IndexError(f"an id outside [0, {size})")
+        return ids
+
+    return [ids], {"size": size}, ref
+
+
 def _layer_norm(draw, dtype, smooth):
     shape = draw(shapes(min_dims=1, min_side=1))
     x = _arr(draw, shape, dtype, smooth, domain="unique" if smooth else None)
@@ -477,6 +489,7 @@ CASES = {
     "softmax": Case(_softmax),
     "logsumexp": Case(_logsumexp),
     "pad_slice": Case(_pad_slice, ALL),
+    "index_check": Case(_index_check, ["int64"], grad=False),
     # chapter 11
     "embedding": Case(_embedding),
     "embedding_grad": Case(_embedding_grad),

@@ -291,3 +291,127 @@ def test_formatting_a_traced_tensor_follows_eager(how, runner, capsys):
     assert out.graph_break_count == 2 and "a traced tensor" in str(out.break_reasons[0])
     with pytest.raises(mt.GraphBreakError, match="traced tensor"):
         mt.jit(f, fullgraph=True, options=options)(mt.tensor([1.0]))
+
+
+# ---------------------------------------------------------------- issue 40: value checks in compiled plans
+# Generated ids (in range, negative, past the table) and integer exponents (some negative)
+# through every compile mode on every backend that runs compiled plans: the compiled call
+# returns eager's values or raises eager's OpError, word for word (OpDef.check runs before
+# whichever kernel a plan step got: numpy's take would wrap -1 around to the last row).
+
+import contextlib  # noqa: E402
+
+import minitorch.cuda.backend  # noqa: E402, F401  (the cuda kernels; NUMBA_ENABLE_CUDASIM in conftest)
+from minitorch.core.registry import dispatch  # noqa: E402
+
+PLAN_BACKENDS = ["numpy", "numba", "cuda"]  # cuda: a device; the others: CPU backends
+
+
+def _outcome(fn, *args):
+    """What a call gives: ("value", arrays) or ("OpError", message); any other error fails."""
+    try:
+        out = fn(*args)
+    except mt.OpError as e:
+        return "OpError", str(e)
+    return "value", [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
+
+
+def _same_outcome(got, want, label):
+    assert got[0] == want[0], f"{label}: compiled {got}, eager {want}"
+    if want[0] == "OpError":
+        assert got[1] == want[1], label
+    else:
+        for g, w in zip(got[1], want[1]):
+            np.testing.assert_allclose(g, w, rtol=1e-6, err_msg=label)
+
+
+def _id_cases(seed: int, count: int = 18):
+    """(kind, rows, ids): a third each in range, with a negative id, with an id >= rows."""
+    rng = np.random.default_rng(seed)
+    for k in range(count):
+        rows, shape = int(rng.choice([5, 8])), [(3,), (2, 3)][k % 2]
+        ids = rng.integers(0, rows, size=shape)
+        kind = ("in range", "negative", "past the end")[k % 3]
+        if kind != "in range":
+            bad = (
+                -int(rng.integers(1, rows + 1))
+                if kind == "negative"
+                else rows + int(rng.integers(0, 3))
+            )
+            ids.reshape(-1)[int(rng.integers(0, ids.size))] = bad
+        yield kind, rows, ids
+
+
+def _lookup(w, ids):
+    return dispatch("embedding", w, ids) * 2.0 + 1.0  # an elementwise neighbour to fuse with
+
+
+def _int_pow(a, b):
+    return a**b + a  # integer pow: its check keeps it out of the fused add
+
+
+@pytest.mark.parametrize("backend", PLAN_BACKENDS)
+@pytest.mark.parametrize("mode", MODES)
+def test_compiled_lookup_checks_ids_as_eager(mode, backend):
+    device = "cuda" if backend == "cuda" else "cpu"
+    ctx = mt.use_backend(backend) if device == "cpu" else contextlib.nullcontext()
+    tables = {r: mt.randn(r, 4).to(device) for r in (5, 8)}
+    with ctx:
+        f = mt.compile(_lookup, mode=mode)
+        for kind, rows, ids in _id_cases(40 + len(mode)):
+            w, t = tables[rows], mt.tensor(ids, dtype="int64", device=device)
+            want = _outcome(_lookup, w, t)
+            assert (want[0] == "value") == (kind == "in range"), (kind, want)
+            _same_outcome(
+                _outcome(f, w, t), want, f"{mode} {backend} {kind} {ids.tolist()} rows={rows}"
+            )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", MODES)
+def test_compiled_training_step_checks_ids_as_eager(mode, backend):
+    """A step whose graph holds embedding and its gradient (embedding_grad): a bad id raises
+    before any parameter changes, as in eager."""
+
+    def run(compiled: bool):
+        mt.manual_seed(3)
+        with mt.use_backend(backend):
+            w = nn.Parameter(np.random.default_rng(0).standard_normal((8, 3)).astype(np.float32))
+            opt = nn.SGD([w], lr=0.1)
+
+            def step(ids):
+                opt.zero_grad()
+                loss = (dispatch("embedding", w, ids) ** 2).sum()
+                loss.backward()
+                opt.step()
+                return loss
+
+            f = mt.compile(step, mode=mode) if compiled else step
+            outcomes = [_outcome(f, mt.tensor(ids, dtype="int64")) for _, _, ids in _id_cases(7)
+                        if ids.size == 3 and ids.max() < 8]  # fmt: skip
+            return outcomes, w.numpy().copy()
+
+    (got, got_w), (want, want_w) = run(True), run(False)
+    assert {o[0] for o in want} == {"value", "OpError"}
+    for k, (g, e) in enumerate(zip(got, want)):
+        _same_outcome(g, e, f"{mode} {backend} call {k}")
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", MODES)
+def test_compiled_integer_pow_checks_exponents_as_eager(mode, backend):
+    rng = np.random.default_rng(41)
+    with mt.use_backend(backend):
+        f = mt.compile(_int_pow, mode=mode)
+        kinds = set()
+        for _ in range(12):
+            a = mt.tensor(rng.integers(1, 4, size=4), dtype="int64")
+            b = mt.tensor(
+                rng.integers(-1, 3, size=4) if rng.random() < 0.5 else rng.integers(0, 3, size=4),
+                dtype="int64",
+            )
+            want = _outcome(_int_pow, a, b)
+            kinds.add(want[0])
+            _same_outcome(_outcome(f, a, b), want, f"{mode} {backend} {b.numpy().tolist()}")
+        assert kinds == {"value", "OpError"}

@@ -122,3 +122,72 @@ def test_onnx_matches_eager(name, dtype):
                 same(got, want, f"{label} at batch {size}")
 
     check()
+
+
+# ---------------------------------------------------------------- issue 40: what a result may hold
+# Generated results: tensors (computed, constant, the input itself) and Python values nested
+# in tuples, lists and dicts. Export gives a model whose outputs are eager's tensors in
+# order, or refuses (OpError "onnx.export") exactly when the result holds a non-tensor or
+# no tensor at all: nothing is dropped silently, and no model that onnxruntime cannot load.
+
+LEAVES = {
+    "computed": lambda x: x * 2.0 + 1.0,
+    "reduced": lambda x: x.sum(axis=0),
+    "constant": lambda x: mt.ones(2),
+    "the input": lambda x: x,
+    "float": lambda x: 3.0,
+    "int": lambda x: 2,
+    "None": lambda x: None,
+    "str": lambda x: "logits",
+}
+
+
+def _draw_result(rng, depth=0):
+    """A result tree: ("leaf", name) or (container, [subtrees])."""
+    if depth == 2 or rng.random() < 0.4:
+        return "leaf", str(rng.choice(list(LEAVES)))
+    kind = str(rng.choice(["tuple", "list", "dict"]))
+    return kind, [_draw_result(rng, depth + 1) for _ in range(int(rng.integers(0, 4)))]
+
+
+def _build(tree, x):
+    kind, body = tree
+    if kind == "leaf":
+        return LEAVES[body](x)
+    parts = [_build(t, x) for t in body]
+    if kind == "dict":
+        return {f"k{i}": p for i, p in enumerate(parts)}
+    return parts if kind == "list" else tuple(parts)
+
+
+def _leaves(value):
+    """Every leaf of a built result, depth first (the order of the exported outputs)."""
+    if isinstance(value, (tuple, list)):
+        return [v for part in value for v in _leaves(part)]
+    if isinstance(value, dict):
+        return [v for part in value.values() for v in _leaves(part)]
+    return [value]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_onnx_export_keeps_every_output_or_refuses(seed):
+    rng = np.random.default_rng(400 + seed)
+    x = mt.tensor(rng.standard_normal((3, 2)).astype(np.float32))
+    kinds = set()
+    for _ in range(12):
+        tree = _draw_result(rng)
+        want = _leaves(_build(tree, x))
+        tensors_only = bool(want) and all(isinstance(v, mt.Tensor) for v in want)
+        try:
+            model = export(lambda t, tree=tree: _build(tree, t), x)
+        except mt.OpError as e:
+            assert e.op == "onnx.export" and not tensors_only, f"{tree}: {e}"
+            kinds.add("refused")
+            continue
+        assert tensors_only, f"{tree}: exported, but the result holds {want!r:.80}"
+        got = run_onnx(model, [x.numpy()])
+        assert len(got) == len(want), tree
+        for g, w in zip(got, want):
+            same(g, w, str(tree))
+        kinds.add("exported")
+    assert kinds == {"exported", "refused"}, kinds

@@ -27,10 +27,11 @@ MODES = {
 
 
 def options_for(mode: str) -> CompileOptions:
-    if mode not in MODES:
+    if not isinstance(mode, str) or mode not in MODES:  # a list is not hashable
         raise OpError(
             "compile",
-            f"unknown mode {mode!r}",
+            f"unknown mode {mode!r}"
+            + ("" if isinstance(mode, str) else f" (a {type(mode).__name__})"),
             hint=f"use one of {', '.join(repr(m) for m in MODES)}",
         )
     return MODES[mode]

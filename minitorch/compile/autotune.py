@@ -23,6 +23,7 @@ from ..core import cachedir
 from ..core.errors import OpError
 from ..core.registry import OPS, OpKind
 from ..exercises import exercise
+from ..passes.plan import checked_kernel
 from ..tensor.data import TensorData
 
 
@@ -159,7 +160,7 @@ def tune_plan(plan, path: str | None = None, measure=time_once) -> dict[str, str
         # the backend the plan was lowered for keeps lowering's kernel (it writes into
         # the arena); another backend's kernel replaces it
         if BACKEND_OF.get(name, name) != backends.current(st.spec.device).name:
-            plan.steps[k] = st._replace(kernel=variants[name])
+            plan.steps[k] = st._replace(kernel=checked_kernel(st.node, variants[name]))
         chosen[key] = name
     if cache != before:
         save_cache(cache, path)

@@ -15,9 +15,9 @@ import numpy as np
 from ..tensor.indexing import broadcast_shape
 from ..tensor.views import index_error, permute_error
 from . import dtypes as dt
-from .args import as_axis, as_bool, as_ints, as_sizes
+from .args import as_axis, as_bool, as_int, as_ints, as_sizes
 from .errors import OpError
-from .registry import REQUIRED, OpKind, Spec, get_op, register_op
+from .registry import REQUIRED, OpKind, Spec, get_op, register_kernel, register_op
 
 # ---------------------------------------------------------------- elementwise
 
@@ -226,6 +226,8 @@ def _pow_check(a, b) -> None:
 
 
 get_op("pow").check = _pow_check
+# only integer ** integer can refuse: float pow stays fusable and runs unchecked in plans
+get_op("pow").check_if = lambda a, b: not dt.is_float(a.dtype) and not dt.is_float(b.dtype)
 
 
 def _where_infer(c: Spec, a: Spec, b: Spec) -> Spec:
@@ -449,6 +451,54 @@ register_op(
 )
 
 register_op("contiguous", OpKind.VIEW, 1, lambda a: a)
+
+# ---------------------------------------------------------------- index checks
+
+
+def check_range(op: str, what: str, values: np.ndarray, size: int, hint: str) -> None:
+    """Refuse ``values`` (indices) outside ``[0, size)``, naming ``op`` and the first bad one."""
+    if values.size and (values.min() < 0 or values.max() >= size):
+        bad = int(values.min()) if values.min() < 0 else int(values.max())
+        raise OpError(op, f"{what} holds {bad}, outside [0, {size})", hint=hint)
+
+
+def _index_check_infer(ids: Spec, size, caller, what, hint) -> Spec:
+    if ids.dtype != dt.int64:
+        raise OpError(caller, f"{what} must be int64 indices, got {ids.dtype.name}",
+                      hint="make them with minitorch.tensor(values, dtype='int64')")  # fmt: skip
+    return ids
+
+
+def _index_check_normalize(ids: Spec, size, caller, what, hint) -> dict:
+    size = as_int("index_check", "size", size)
+    if size < 1:
+        raise OpError("index_check", f"size must be >= 1, got {size}")
+    for name, v in (("caller", caller), ("what", what), ("hint", hint)):
+        if not isinstance(v, str):
+            raise OpError("index_check", f"{name} must be a str, got {v!r}")
+    return {"size": size, "caller": caller, "what": what, "hint": hint}
+
+
+# ``index_check(ids, size=, caller=, what=, hint=)``: ``ids`` unchanged, once every value is
+# in [0, size). A composite that reads indices (a loss's targets, a model's positions) calls
+# it so that the check is a step of its graph: compiled plans run it too (OpDef.check).
+register_op(
+    "index_check",
+    OpKind.OPAQUE,
+    1,
+    _index_check_infer,
+    attrs={"size": REQUIRED, "caller": "index_check", "what": "ids", "hint": ""},
+    normalize=_index_check_normalize,
+    check=lambda ids, size, caller, what, hint: check_range(
+        caller, what, ids.numpy(), size, hint or f"{what} index {size} entries, from 0"
+    ),
+)
+
+
+@register_kernel("index_check", "*")
+def _index_check_kernel(ids, out, **attrs):
+    return ids  # the values, unchanged: the check ran before the kernel
+
 
 # ---------------------------------------------------------------- anchors
 

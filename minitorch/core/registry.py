@@ -1,7 +1,7 @@
 """The op registry: every operation is defined here once.
 
 An :class:`OpDef` says what an op *is* (name, kind, attributes with defaults, a
-shape/dtype inference function, eager input checks, a scalar formula for
+shape/dtype inference function, checks on input values, a scalar formula for
 elementwise ops) and holds what later chapters hang on it: kernels per backend
 (chapters 1, 3, 4), a vector-Jacobian product (chapter 2), and nothing else is
 needed by the tracer (chapter 5) or the graph passes (chapter 6), which read
@@ -62,7 +62,10 @@ class OpDef:
     infer: Callable[..., Spec]  # infer(*input_specs, **attrs) -> output Spec; raises OpError
     attrs: dict[str, Any] = field(default_factory=dict)
     normalize: Callable[..., dict] | None = None  # canonical attrs from input specs
-    check: Callable[..., None] | None = None  # eager-only checks on real values
+    # checks on input values (ids in range): eager runs them, and every compiled plan
+    # before the op's kernel, whichever kernel it is (``passes.plan.checked_kernel``)
+    check: Callable[..., None] | None = None  # check(*input_tensors, **attrs); raises OpError
+    check_if: Callable[..., bool] | None = None  # check_if(*input_specs): can check refuse?
     scalar: Callable | None = None  # per-element formula (elementwise/broadcast)
     kernels: dict[str, Callable] = field(default_factory=dict)  # backend name -> kernel
     # chapter 9: other CPU kernels of the op that max-autotune times beside the backends'
@@ -94,6 +97,11 @@ class OpDef:
         if self.normalize is not None:
             bound = self.normalize(*specs, **bound)
         return bound
+
+    def checks(self, specs: list[Spec]) -> bool:
+        """Must a call on inputs of these specs run ``check`` (a plan then keeps the op
+        out of fused loops and runs it before the kernel)?"""
+        return self.check is not None and (self.check_if is None or self.check_if(*specs))
 
     def __repr__(self) -> str:
         return (

@@ -42,11 +42,12 @@ def fusable_op(node: Node) -> bool:
 
     Views (index maps) always; elementwise, broadcast and reduce ops when the
     registry gives them a ``scalar`` formula (codegen inlines it); anchors (as the
-    head of an epilogue group). Never: opaque, impure or user-marked ops, and
-    the higher-order nodes (cond, fused).
+    head of an epilogue group). Never: opaque, impure or user-marked ops, ops
+    whose value checks apply to these inputs (integer ``pow``: a plan runs the
+    check on the op's own inputs), and the higher-order nodes (cond, fused).
     """
     op = OPS.get(node.op)
-    if op is None or not op.fusable or not op.pure:
+    if op is None or not op.fusable or not op.pure or op.checks([i.spec for i in node.inputs]):
         return False
     if op.kind in (OpKind.VIEW, OpKind.ANCHOR):
         return True

@@ -121,7 +121,13 @@ def _check_fn(fn_or_model) -> None:
 def _check_inputs(example_inputs) -> list[Tensor]:
     if isinstance(example_inputs, Tensor):
         return [example_inputs]
-    if not isinstance(example_inputs, (tuple, list)):
+    if isinstance(example_inputs, list):  # one list argument, or several tensors?
+        raise _refuse(
+            f"example_inputs is a list of {len(example_inputs)}",
+            hint="pass the inputs as a tuple, export(f, (x, y)), one per argument of f; a "
+            "function of one list takes lambda x, y: f([x, y])",
+        )
+    if not isinstance(example_inputs, tuple):
         raise _refuse(
             f"example_inputs is of type {type(example_inputs).__name__}",
             hint="pass a Tensor or a tuple of Tensors, e.g. minitorch.randn(8, 64)",
@@ -134,6 +140,40 @@ def _check_inputs(example_inputs) -> list[Tensor]:
                 "fix other arguments with a lambda",
             )
     return list(example_inputs)
+
+
+def _non_tensors(tree, path: str = "result") -> list[tuple[str, object]]:
+    """Each value of a traced function's result that is not a tensor, with where it is."""
+    kind, body = tree
+    if kind == "leaf":
+        return []
+    if kind == "static":
+        return [(path, body)]
+    if kind == "dict":
+        keys, subtrees = body
+        places = [f"{path}[{k!r}]" for k in keys]
+    elif kind == "dataclass":
+        _, names, subtrees = body
+        places = [f"{path}.{n}" for n in names]
+    else:  # tuple, list, namedtuple
+        subtrees = body[1] if kind == "namedtuple" else body
+        places = [f"{path}[{i}]" for i in range(len(subtrees))]
+    return [bad for p, t in zip(places, subtrees) for bad in _non_tensors(t, p)]
+
+
+def _check_outputs(graph: Graph) -> None:
+    """ONNX outputs are tensors: a Python value in the result would be dropped, and a model
+    with no output at all does not load in onnxruntime."""
+    bad = _non_tensors(graph.out_tree)
+    if bad:
+        where, value = bad[0]
+        raise _refuse(
+            f"{where} is {value!r:.40} ({type(value).__name__}), not a tensor; an ONNX model "
+            "returns only tensors",
+            hint="return tensors only: drop it, or make it one with minitorch.tensor(value)",
+        )
+    if not graph.outputs:
+        raise _refuse("the function returns no tensor", hint="return at least one tensor")
 
 
 def _check_path(path):
@@ -234,7 +274,8 @@ def export(
     """Export a function or ``Module`` as an ONNX model (checked, and saved when ``path`` is given).
 
     ``example_inputs`` is a Tensor or a tuple of Tensors. Inputs are named
-    ``input0, input1, ...`` and outputs ``output0, ...``. ``dynamic_axes``, e.g.
+    ``input0, input1, ...`` and outputs ``output0, ...``; the result may nest
+    tensors in tuples, lists and dicts but hold nothing else. ``dynamic_axes``, e.g.
     ``{"input0": {0: "batch"}}``, makes those dims symbolic so that the model
     runs on any batch size; dims that share a name share a size. A value or a
     Python branch that depends on a dynamic dim is refused with its source line
@@ -250,6 +291,7 @@ def export(
         return trace_for_export(fn_or_model, xs)
 
     graph = trace(inputs)
+    _check_outputs(graph)
     probes = sizes.probe(trace, inputs, axes)
     changed = sizes.check_same_program(graph, probes)
     dims = [[dynamic_dims(graph, g) for g in p.graphs] for p in probes]

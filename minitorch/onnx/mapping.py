@@ -74,6 +74,7 @@ UNARY = {
     "relu": "Relu",
     "contiguous": "Identity",
     "detach": "Identity",  # a gradient stop: nothing to do at inference
+    "index_check": "Identity",  # ONNX has no assertion: the ids pass through unchecked
 }
 BINARY = {
     "add": "Add",

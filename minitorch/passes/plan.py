@@ -131,9 +131,38 @@ def kernel_for(backend: str | None) -> Callable[[Node], Callable]:
         op = get_op(node.op)
         k = b.kernel(op)  # raises, naming the op, when the backend has none
         # the backend's own kernel, specialised to the node's specs (numpy's take ``dest=``)
-        return b.prepare(op, node.spec, [i.spec for i in node.inputs]) or k
+        return checked_kernel(node, b.prepare(op, node.spec, [i.spec for i in node.inputs]) or k)
 
     return find
+
+
+def checked_kernel(node: Node, kernel: Callable) -> Callable:
+    """``kernel`` preceded by the op's value checks (``OpDef.check``), as eager runs them.
+
+    Every kernel a plan step gets passes through here (lowering, max-autotune's
+    choice), so a numpy ``take`` never wraps a negative id around and no kernel
+    reads out of bounds: compiled raises eager's ``OpError``. The wrapper keeps
+    ``writes_into`` and ``bind`` (a bound kernel is checked too).
+    """
+    op = get_op(node.op)
+    if not op.checks([i.spec for i in node.inputs]):
+        return kernel
+    device, names = node.spec.device, tuple(op.attrs)
+
+    def guard(run: Callable) -> Callable:
+        def checked(*args, **kw):
+            op.check(*(Tensor._make(a, device) for a in args), **{k: kw[k] for k in names})
+            return run(*args, **kw)
+
+        checked.__name__ = getattr(kernel, "__name__", node.op)
+        return checked
+
+    wrapped = guard(kernel)
+    wrapped.writes_into = getattr(kernel, "writes_into", False)
+    bind = getattr(kernel, "bind", None)
+    if bind is not None:
+        wrapped.bind = lambda dest, fixed: (lambda b: b and guard(b))(bind(dest, fixed))
+    return wrapped
 
 
 def _cond_kernel(node: Node, backend: str = "") -> Callable:

@@ -128,7 +128,7 @@ def custom_op(name: str, infer, *, attrs=None, check=None, kind=OpKind.OPAQUE, n
     """Register a new op from a numpy function; returns a function that calls it.
 
     ``infer(*specs, **attrs) -> Spec`` is the static shape rule (what the tracer
-    runs), ``check(*tensors, **attrs)`` the eager-only checks on values, and the
+    runs), ``check(*tensors, **attrs)`` the checks on values (eager and compiled plans), the
     decorated function ``compute(*arrays, **attrs) -> array`` the kernel for the
     CPU backends. ``f.vjp`` registers the backward rule::
 

@@ -23,6 +23,7 @@ from ..core import creation
 from ..core.errors import OpError
 from ..core.tensor import Tensor, is_grad_enabled
 from ..exercises import exercise
+from ..nn.module import Module
 from . import guards
 from .graph import Graph, _unflatten
 from .tracer import Break, GraphBreakError, Proxy, Tracer, flatten_output, tracing
@@ -555,6 +556,13 @@ class JitFunction:
 
 def check_arguments(entry: str, fn, **flags) -> None:
     """What every front end checks before it traces: a callable, bools, a positive limit."""
+    if isinstance(fn, type):  # a class is callable, but calling it builds an object
+        hint = f"{entry}(step) or @minitorch.{entry} on a def"
+        if issubclass(fn, Module):
+            name = ("nn." if fn.__module__.startswith("minitorch.nn") else "") + fn.__name__
+            hint = f"instantiate it: {entry}({name}(...))"
+        raise OpError(entry, f"expects a function or a module instance, got the class {fn.__name__}",
+                      hint=hint)  # fmt: skip
     if not callable(fn) or isinstance(fn, Tensor):
         raise OpError(
             entry,

@@ -112,6 +112,11 @@ class TinyGPT(Module):
         return self.ln_f(x) @ self.w_out + self.b_out
 
     def forward(self, ids: Tensor, pos: Tensor) -> Tensor:
+        # A check of the values, not of T: a Python test of the length would keep T static
+        # in compiled forwards, and a plan made for a dynamic T runs this step at every length.
+        pos = dispatch("index_check", pos, size=self.context, caller="TinyGPT", what="pos",
+                       hint=f"the context holds {self.context} positions, so a sequence is at "
+                       f"most {self.context} tokens: feed the last {self.context}")  # fmt: skip
         x = self.tok(ids) + self.pos(pos)
         for block in self.blocks:
             x = block(x)
@@ -126,6 +131,8 @@ def lm_loss(logits: Tensor, targets: Tensor, mask: Tensor) -> Tensor:
     size, which never changes), so the loss has no size of ``B`` or ``T`` baked in.
     """
     vocab = logits.shape[-1]
+    targets = dispatch("index_check", targets, size=vocab, caller="lm_loss", what="targets",
+                       hint=f"targets are token ids of the {vocab}-token vocabulary")  # fmt: skip
     logp = logits - dispatch("logsumexp", logits, axis=-1, keepdims=True)
     onehot = (targets == creation.arange(vocab, device=logits.device)).astype(logits.dtype)
     nll = -(logp * onehot).sum(axis=-1, keepdims=True)

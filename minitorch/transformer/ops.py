@@ -25,6 +25,7 @@ import numpy as np
 
 from ..core import dtypes as dt
 from ..core.errors import OpError
+from ..core.ops import check_range
 from ..core.registry import OpKind, Spec, dispatch, register_kernel, register_op, register_vjp
 from ..exercises import exercise
 from ..tensor.data import TensorData
@@ -104,13 +105,8 @@ def _embedding_infer(weight: Spec, ids: Spec) -> Spec:
 
 
 def check_ids(op: str, ids: np.ndarray, rows: int) -> None:
-    if ids.size and (ids.min() < 0 or ids.max() >= rows):
-        bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
-        raise OpError(
-            op,
-            f"ids holds {bad}, outside [0, {rows})",
-            hint=f"token ids index the weight's {rows} rows; check the vocabulary size",
-        )
+    hint = f"token ids index the weight's {rows} rows; check the vocabulary size"
+    check_range(op, "ids", ids, rows, hint)
 
 
 def _embedding_check(weight, ids) -> None:
