@@ -1,0 +1,165 @@
+"""Every resource a submission or a child can spend is bounded, and nothing passes on a child's word.
+
+Local and unit checks here; the official runs of the same attacks are in
+``tests/test_grader_hostile.py`` (fixtures ``tests/hostile/*``) and at the end of this file.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import config
+from autograder.grader import labs, submission
+from autograder.grader.manifest import Item
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def levels(top: Path, n: int) -> None:
+    """``n`` folders ``a/a/...`` under ``top`` (a file at the bottom), or none: made and removed
+    one level at a time (``os.makedirs`` and ``shutil.rmtree`` recurse)."""
+    here = os.getcwd()
+    try:
+        os.chdir(top)
+        if n:
+            for _ in range(n):
+                os.mkdir("a")
+                os.chdir("a")
+            Path("m.py").write_text("y = 2\n")
+            return
+        depth = 0
+        while os.path.isdir("a"):
+            os.chdir("a")
+            depth += 1
+        Path("m.py").unlink(missing_ok=True)
+        for _ in range(depth):
+            os.chdir("..")
+            os.rmdir("a")
+    finally:
+        os.chdir(here)
+
+
+def test_a_folder_thousands_of_levels_deep_is_left_out_not_a_crash(tmp_path):
+    (tmp_path / "minitorch").mkdir()
+    (tmp_path / "minitorch" / "__init__.py").write_text("x = 1\n")
+    levels(tmp_path / "minitorch", 1100)  # past Python's recursion limit
+    try:
+        found = submission.copy(tmp_path, tmp_path / "copy")
+    finally:
+        levels(tmp_path / "minitorch", 0)
+    (where, why), = found.items()
+    assert where.count("/a") == config.MAX_DEPTH and "deeper than the grader reads" in why
+    assert (tmp_path / "copy" / "minitorch" / "__init__.py").read_text() == "x = 1\n"
+
+
+def test_a_long_path_is_left_out(tmp_path):
+    folder = tmp_path.joinpath("minitorch", *(c * 250 for c in "bcdef"))  # 1,260 characters
+    os.makedirs(folder)
+    (folder / "m.py").write_text("y = 2\n")
+    found = submission.copy(tmp_path, tmp_path / "copy")
+    assert [why for why in found.values() if "characters" in why], found
+    assert not list((tmp_path / "copy").rglob("m.py"))
+
+
+def test_too_many_entries_are_not_walked(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "MAX_ENTRIES", 50)
+    for i in range(60):
+        (tmp_path / "minitorch" / f"p{i}").mkdir(parents=True)
+    found = submission.copy(tmp_path, tmp_path / "copy")
+    assert "more than the grader reads (50 entries)" in found["minitorch/"]
+
+
+def test_file_names_are_escaped_where_the_report_names_them(tmp_path):
+    (tmp_path / "minitorch").mkdir()
+    (tmp_path / "minitorch" / "ok\x1b[2J\x1b[H\nTotal 100.py").write_text("def f(:\n")
+    found = submission.copy(tmp_path, tmp_path / "copy")
+    (name, why), = found.items()
+    assert name == "minitorch/ok\\x1b[2J\\x1b[H\\nTotal 100.py" and "SyntaxError" in why
+    assert name.isprintable()
+
+
+def _item(gid: str) -> Item:
+    return Item(nodeid=f"lab:ch2_autograd::{gid}", exercise="lab 2", points=3.0, kind="notebook")
+
+
+def test_a_lab_task_recorded_without_values_never_passes():
+    """A test cell whose records hold only kinds (``a < b`` of two numbers) is a cell's word."""
+    kinds = [["Lt", "number", "number"], ["GtE", "number", "number"]]
+    valued = [["call", "np.allclose", {"f": 3001.0}, {"f": 3001.0}, [0, 1e-9]]]
+    assert not labs.valued(kinds) and not labs.valued(None) and not labs.valued(["*"])
+    assert labs.valued(valued) and labs.valued(["*", *valued])
+
+
+SCRIPT = """
+import json, os, sys, tempfile, time
+from pathlib import Path
+from autograder import config
+from autograder.grader import labs, manifest, sandbox
+from autograder.grader.children import Launcher
+from autograder.grader.runner import Grading
+sandbox.become_subreaper()
+config.CELL_TIMEOUT = 3.0
+work = Path(tempfile.mkdtemp(prefix="lab-test-"))
+os.chmod(work, 0o700)
+grading = Grading(Launcher(official=False, work=work), "reference", manifest.ROOT / "minitorch")
+{body}
+grading.close()
+sandbox.remove_tree(work)
+"""
+
+
+def run(body: str, timeout: float = 300) -> dict:
+    env = {**os.environ, "MINITORCH_MODE": "reference", "NUMBA_ENABLE_CUDASIM": "1"}
+    out = subprocess.run([sys.executable, "-c", SCRIPT.format(body=body)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_lab_cell_that_never_stops_sending_is_stopped_at_its_limit():
+    flood = ("from autograder import wire\\n"
+             "while True:\\n"
+             "    wire.emit(event='cell', index=0)\\n"
+             "    wire.emit(event='ran', index=10**9, error='', stderr='', records=[])\\n")  # fmt: skip
+    got = run(f"""
+cells = [{{"source": "{flood}", "grade_id": None}}]
+start = time.monotonic()
+ran, why = labs._run(cells, grading, 1, 600.0)
+print(json.dumps({{"why": why, "took": time.monotonic() - start, "ran": len(ran)}}))
+""", timeout=240)
+    assert got["why"] == "a cell ran past 3 s" and got["ran"] == 0, got
+    assert got["took"] < 60, got
+
+
+FORGER = """
+import os, sys
+wire = sys.modules["autograder.wire"]
+for index in range(300):  # every cell's report, the test cells' with the kinds they compare
+    wire.emit(event="ran", index=index, error="", stderr="",
+              records=[["Lt", "number", "number"], ["GtE", "number", "number"]])
+os._exit(0)
+"""
+
+
+def test_forged_reports_earn_nothing_where_a_task_compares_no_value():
+    """The forged report of lab 2's cells (the kinds the reference's cells compared, which
+    is all the oracle held for two tasks before they compared values) earns nothing."""
+    got = run(f"""
+items = manifest.notebook_items(2)
+kinds = {{i.nodeid: [["Lt", "number", "number"], ["GtE", "number", "number"]] for i in items}}
+src = json.loads(manifest.notebook_path(2).read_text())
+for c in src["cells"]:
+    if c.get("metadata", {{}}).get("nbgrader", {{}}).get("grade_id") == "numerical_grad":
+        c["source"] = {FORGER!r}
+path = Path(work) / "learner.ipynb"
+path.write_text(json.dumps(src))
+res = labs.grade_lab(items, manifest.notebook_path(2), path, grading, oracle=kinds)
+print(json.dumps({{n: [r.score, r.message] for n, r in res.items()}}))
+""")
+    assert got and all(score == 0 for score, _ in got.values()), got
+    assert all("no recorded values" in message for _, message in got.values()), got
