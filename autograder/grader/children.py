@@ -69,8 +69,12 @@ class Child:
                 pass
 
     def tail(self, lines: int = 8) -> str:
+        """The log's last lines; only its last :data:`config.LOG_TAIL` bytes are read (a
+        child that printed hundreds of MiB costs no more memory than one that did not)."""
         try:
-            text = self.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            with open(self.log, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - config.LOG_TAIL))
+                text = f.read(config.LOG_TAIL).decode("utf-8", "replace").strip().splitlines()
         except OSError:
             return ""
         keep = [t for t in text if t.strip() and not t.startswith(("=", "_", "  warnings"))]
