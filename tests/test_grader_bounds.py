@@ -15,7 +15,6 @@ import pytest
 
 from autograder import config
 from autograder.grader import labs, submission
-from autograder.grader.manifest import Item
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,8 +82,24 @@ def test_file_names_are_escaped_where_the_report_names_them(tmp_path):
     assert name.isprintable()
 
 
-def _item(gid: str) -> Item:
-    return Item(nodeid=f"lab:ch2_autograd::{gid}", exercise="lab 2", points=3.0, kind="notebook")
+def test_a_flooded_log_costs_the_parent_neither_memory_nor_disk(tmp_path):
+    import tracemalloc
+
+    from autograder.grader.children import Child, keep_tail
+
+    log = tmp_path / "child.log"
+    with open(log, "wb") as f:
+        for _ in range(64):  # 64 MiB of one long line, then the lines a message shows
+            f.write(b"x" * (1 << 20))
+        f.write(b"\nTraceback: the last line\n")
+    child = Child(0, 0, None, log)
+    tracemalloc.start()
+    tail = child.tail()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert tail.endswith("Traceback: the last line") and peak < 4 * config.LOG_TAIL, peak
+    keep_tail(log)
+    assert log.stat().st_size == config.LOG_TAIL and child.tail() == tail
 
 
 def test_a_lab_task_recorded_without_values_never_passes():
@@ -163,3 +178,53 @@ print(json.dumps({{n: [r.score, r.message] for n, r in res.items()}}))
 """)
     assert got and all(score == 0 for score, _ in got.values()), got
     assert all("no recorded values" in message for _, message in got.values()), got
+
+
+# --- official grading (as root; each run is short: one exercise, or chapter 1 hanging) -----------
+
+official = pytest.mark.skipif(os.geteuid() != 0, reason="official grading needs root")
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A copy of the repository to plant in, as ``tests/test_grader_hostile.py`` makes one."""
+    import shutil
+
+    for name in ["minitorch", "autograder", "solutions"]:
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+@official
+def test_a_deep_tree_and_a_terminal_sequence_in_a_name_are_reported_officially(repo):
+    from tests.test_grader_hostile import grade
+
+    levels(repo / "minitorch", 1100)
+    (repo / "minitorch" / "x\x1b[2J\x1b[1;1HTotal 1000.py").write_text("def f(:\n")
+    try:
+        data = grade(repo, "--exercise", "1.3")
+    finally:
+        levels(repo / "minitorch", 0)
+    assert data["max_score"] > 0 and data["tests"], data.get("extra_data")
+    problems = data["extra_data"]["problems"]
+    assert any("deeper than the grader reads" in why for why in problems.values()), problems
+    assert "minitorch/x\\x1b[2J\\x1b[1;1HTotal 1000.py" in problems, problems
+    assert "\x1b" not in data["stdout"]
+
+
+@official
+def test_an_import_hang_costs_the_chapter_one_time_limit_labs_included(repo):
+    """Chapter 1's tests and its lab notebook: the lab is not run again task by task."""
+    import shutil
+
+    from tests.test_grader_hostile import grade, plant
+
+    shutil.copytree(ROOT / "exercises", repo / "exercises")
+    plant(repo, "import_hang")
+    start = time.monotonic()
+    data = grade(repo, "--chapter", "1", "--timeout", "15")
+    took = time.monotonic() - start
+    labs_ = [t for t in data["tests"] if t["extra_data"]["kind"] == "notebook"]
+    assert labs_ and data["score"] == 0, data["tests"][:3]
+    assert all("importing minitorch did not finish within 15 s" in t["output"] for t in labs_)
+    assert took < 150, f"{took:.0f} s: the lab waited out its own limits"

@@ -81,6 +81,22 @@ class Child:
         return "\n".join(t[:300] for t in keep[-lines:])
 
 
+def keep_tail(log: Path) -> None:
+    """Cut a finished child's log to its last :data:`config.LOG_TAIL` bytes (what
+    :meth:`Child.tail` reads): a run's logs together take no more disk than one child's."""
+    try:
+        with open(log, "r+b") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size > config.LOG_TAIL:
+                f.seek(size - config.LOG_TAIL)
+                kept = f.read()
+                f.seek(0)
+                f.write(kept)
+                f.truncate()
+    except OSError:
+        pass
+
+
 def exit_reason(code: int | None) -> str:
     if code is None:
         return "stopped by the grader"
@@ -316,6 +332,8 @@ class Launcher:
         sandbox.kill_descendants(spare)
         if self.ids is not None and not others:  # baselines run as root: only learners are left
             sandbox.kill_user(self.ids[0])
+        if child is not None:
+            keep_tail(child.log)
 
     def close(self) -> None:
         for server in self.servers.values():
