@@ -10,14 +10,15 @@ rewritten to report their comparisons (:func:`instrument`,
 ``autograder/labkernel.py``). A child runs it cell by cell
 (``autograder/labrun.py``); if that child crashes or hangs, each task runs
 again alone (:func:`task_cells`: the locked setup cells, the answers up to the
-task, its test cell), so one cell's failure costs only its own task.
+task, its test cell), so one cell's failure costs only its own task; a notebook
+that hung while importing ``minitorch`` is not run again.
 
 A task passes as nbgrader would pass it (its test cell raised nothing and
-wrote nothing to stderr) and, where the oracle holds the reference notebook's
-comparison records for it, only when the cell's records agree (:func:`judge`):
-an answer whose ``==`` is always true, or a rebound ``np.allclose``, passes
-the cell's ``assert`` in the learner's process but not here. The source
-notebook never enters a grading tree.
+wrote nothing to stderr) and, when the oracle is loaded, only when the cell's
+records agree with the reference notebook's (:func:`judge`) and those hold a
+value (:func:`valued`): an answer whose ``==`` is always true, a rebound
+``np.allclose`` or a forged report of the cell passes in the learner's process
+but not here. The source notebook never enters a grading tree.
 """
 
 from __future__ import annotations

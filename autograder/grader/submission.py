@@ -7,7 +7,9 @@ special or unreadable file is named in the report with its line and error and
 left out of the copy; the exercises defined in a file that does not parse
 score 0 with that reason, and everything else is graded with the course's own
 copy of that file in its place (10.7's tests import 10.6's module). A submission larger
-than :data:`config.MAX_FILES` files or :data:`config.MAX_BYTES` is not copied.
+than :data:`config.MAX_FILES` files or :data:`config.MAX_BYTES`, or with more than
+:data:`config.MAX_ENTRIES` entries, is not copied; folders past :data:`config.MAX_DEPTH` or
+:data:`config.MAX_PATH` are left out. Names are escaped before the report shows them.
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ def _walk(top: Path, found: dict[str, str]):
         yield folder, dirs, names
         for d in reversed(dirs):  # ``dirs`` edited by the caller: those it removed are skipped
             path = folder / d
-            if depth + 1 >= config.MAX_DEPTH or len(str(path.relative_to(top.parent))) > config.MAX_PATH:
+            too_long = len(str(path.relative_to(top.parent))) > config.MAX_PATH
+            if depth + 1 > config.MAX_DEPTH or too_long:
                 found[_name(path, top)] = (f"is deeper than the grader reads ({config.MAX_DEPTH} "
                                            f"folders, {config.MAX_PATH} characters); left out")  # fmt: skip
                 continue
