@@ -236,3 +236,23 @@ def test_an_import_hang_costs_the_chapter_one_time_limit_labs_included(repo):
     assert labs_ and data["score"] == 0, data["tests"][:3]
     assert all("importing minitorch did not finish within 15 s" in t["output"] for t in labs_)
     assert took < 150, f"{took:.0f} s: the lab waited out its own limits"
+
+
+@official
+def test_a_flooded_log_does_not_swell_the_grader(repo):
+    """``tests/hostile/log_flood.py`` fills the log to its 256 MiB limit at import and exits: the
+    grader read all of it for the message's last lines (584 MB peak), now only its tail."""
+    from tests.test_grader_hostile import plant
+
+    plant(repo, "log_flood")
+    measure = "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"  # noqa: E501
+    cmd = [sys.executable, "-c", measure, sys.executable, "-m", "autograder", "--official",
+           "--submission", str(repo), "--json", str(repo / "results.json"), "--exercise", "1.3",
+           "--timeout", "30"]  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "NUMBA_ENABLE_CUDASIM": "1"}
+    out = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    peak_kb = int(out.stdout.strip().splitlines()[-1])
+    data = json.loads((repo / "results.json").read_text())
+    assert data["tests"] and data["score"] == 0, data
+    assert data["tests"][0]["output"].startswith("[not run] not run: flood flood")  # its tail
+    assert peak_kb < 200_000, f"the grader and its children peaked at {peak_kb >> 10} MB"
