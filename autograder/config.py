@@ -30,11 +30,15 @@ INPUTS_LIMIT = 600  # characters of a check's shown input
 FLOOR = (1e-5, 1e-6)  # rtol, atol: recorded floats compared on another machine's numpy
 LAB_RECORDS = 400  # comparison records kept per lab test cell
 LAB_SAMPLE = 512  # array elements kept per lab record
+LOG_TAIL = 64 << 10  # bytes of a child's log the parent reads (its last lines, for messages)
 
 # --- the submission ------------------------------------------------------------------
 MAX_FILES = 2000  # files under minitorch/
 MAX_BYTES = 64 << 20  # all of them together
 MAX_NOTEBOOK_BYTES = 16 << 20  # one lab notebook
+MAX_ENTRIES = 20_000  # files and folders the grader looks at, in both folders together
+MAX_DEPTH = 32  # folders below minitorch/ (or exercises/); deeper ones are left out
+MAX_PATH = 1024  # characters of a path in the submission; longer ones are left out
 
 # --- official grading: who runs learner code, and with what --------------------------------
 # One user per run: minitorch-grader-0 ... -(GRADER_USERS - 1), created by setup.sh or by the

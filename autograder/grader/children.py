@@ -71,12 +71,32 @@ class Child:
                 pass
 
     def tail(self, lines: int = 8) -> str:
+        """The log's last lines; only its last :data:`config.LOG_TAIL` bytes are read (a
+        child that printed hundreds of MiB costs no more memory than one that did not)."""
         try:
-            text = self.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            with open(self.log, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - config.LOG_TAIL))
+                text = f.read(config.LOG_TAIL).decode("utf-8", "replace").strip().splitlines()
         except OSError:
             return ""
         keep = [t for t in text if t.strip() and not t.startswith(("=", "_", "  warnings"))]
         return "\n".join(t[:300] for t in keep[-lines:])
+
+
+def keep_tail(log: Path) -> None:
+    """Cut a finished child's log to its last :data:`config.LOG_TAIL` bytes (what
+    :meth:`Child.tail` reads): a run's logs together take no more disk than one child's."""
+    try:
+        with open(log, "r+b") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size > config.LOG_TAIL:
+                f.seek(size - config.LOG_TAIL)
+                kept = f.read()
+                f.seek(0)
+                f.write(kept)
+                f.truncate()
+    except OSError:
+        pass
 
 
 def exit_reason(code: int | None) -> str:
@@ -321,6 +341,8 @@ class Launcher:
         sandbox.kill_descendants(spare)
         if self.lease is not None and not others:  # baselines run as root: only learners are left
             sandbox.kill_user(self.ids[0])
+        if child is not None:
+            keep_tail(child.log)
 
     def close(self) -> None:
         for server in self.servers.values():

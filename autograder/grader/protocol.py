@@ -27,10 +27,10 @@ CHECK_FIELDS = {"event", "nodeid", "how", "error", "ok", "actual", "expected", "
 RESULT_FIELDS = {"event", "nodeid", "outcome", "duration", "message", "where", "figures"}
 
 
-def clean(text: str, limit: int) -> str:
-    """Learner text as the report may show it: control characters escaped (no terminal
-    sequence can rewrite the report), cut to ``limit``."""
-    text = "".join(c if c in "\n\t" or c.isprintable() else ascii(c)[1:-1]
+def clean(text: str, limit: int, keep: str = "\n\t") -> str:
+    """Learner text as the report may show it: control characters but ``keep`` escaped (no
+    terminal sequence can rewrite the report), cut to ``limit``."""
+    text = "".join(c if c in keep or c.isprintable() else ascii(c)[1:-1]
                    for c in str(text)[: 4 * limit])  # fmt: skip
     return text if len(text) <= limit else text[:limit] + " ... (cut)"
 

@@ -216,7 +216,7 @@ class Session:
             "",
             "timeout",
         )
-        bench, next_watch, others = None, 0.0, {}
+        bench, next_watch, next_limits, others = None, 0.0, 0.0, {}
 
         def read(c, timeout):  # for Bench: the learner's records are judged, G's only read
             if c is child:
@@ -257,9 +257,13 @@ class Session:
                                               else None, others=(child,))  # fmt: skip
                             bench = None
                         self.record(node, proto.results[node])
-                    continue
-                if reader.eof and child.exit_code() is not None:
+                elif reader.eof and child.exit_code() is not None:
                     break
+                # Limits are checked between records too: a child that never stops
+                # sending them is stopped at its time limit all the same.
+                if time.monotonic() < next_limits:
+                    continue
+                next_limits = time.monotonic() + 0.05
                 killed = self._limits(child, proto, launched, t_start, cpu_start)
                 if not killed and not g.launcher.official and time.monotonic() > next_watch:
                     next_watch = time.monotonic() + 0.5

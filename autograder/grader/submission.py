@@ -7,7 +7,9 @@ special or unreadable file is named in the report with its line and error and
 left out of the copy; the exercises defined in a file that does not parse
 score 0 with that reason, and everything else is graded with the course's own
 copy of that file in its place (10.7's tests import 10.6's module). A submission larger
-than :data:`config.MAX_FILES` files or :data:`config.MAX_BYTES` is not copied.
+than :data:`config.MAX_FILES` files or :data:`config.MAX_BYTES`, or with more than
+:data:`config.MAX_ENTRIES` entries, is not copied; folders past :data:`config.MAX_DEPTH` or
+:data:`config.MAX_PATH` are left out. Names are escaped before the report shows them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import stat
 from pathlib import Path
 
 from .. import config
+from .protocol import clean
 
 SKIPPED = ("__pycache__", ".ipynb_checkpoints")
 COMPILED = (".pyc", ".so", ".nbi", ".nbc")
@@ -66,40 +69,76 @@ def _syntax(source: bytes, name: str) -> str:
     return ""
 
 
+def _walk(top: Path, found: dict[str, str]):
+    """``(folder, dirs, names)`` of ``top`` like ``os.walk``, without recursion (a folder
+    thousands of levels deep must not crash the grader): folders deeper than
+    :data:`config.MAX_DEPTH` or paths longer than :data:`config.MAX_PATH` are named in
+    ``found`` and not entered."""
+    stack = [(top, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = sorted(os.listdir(folder))
+        except OSError as e:
+            found[_name(folder, top)] = f"cannot be read ({e.strerror})"
+            continue
+        dirs = [n for n in entries if n not in SKIPPED and (folder / n).is_dir()
+                and not (folder / n).is_symlink()]  # fmt: skip
+        names = [n for n in entries if n not in dirs]
+        yield folder, dirs, names
+        for d in reversed(dirs):  # ``dirs`` edited by the caller: those it removed are skipped
+            path = folder / d
+            too_long = len(str(path.relative_to(top.parent))) > config.MAX_PATH
+            if depth + 1 > config.MAX_DEPTH or too_long:
+                found[_name(path, top)] = (f"is deeper than the grader reads ({config.MAX_DEPTH} "
+                                           f"folders, {config.MAX_PATH} characters); left out")  # fmt: skip
+                continue
+            stack.append((path, depth + 1))
+
+
+def _name(path: Path, top: Path) -> str:
+    """A learner's file name as the report shows it: escaped, cut."""
+    return clean(path.relative_to(top.parent).as_posix(), 200, keep="")
+
+
 def copy(submission: Path, dest: Path) -> dict[str, str]:
     """Copy the submission's ``minitorch/`` and lab notebooks into ``dest``; returns the
     problems found, ``{"minitorch/x.py": "line 3: SyntaxError: invalid syntax"}``."""
     found: dict[str, str] = {}
     files: list[tuple[str, bytes]] = []
-    size = 0
+    size = visited = 0
     for top in ("minitorch", "exercises"):
         why = _unusable(submission / top)
         if why:
             if top == "minitorch" or (submission / top).is_symlink():
                 found[f"{top}/"] = why
             continue
-        for folder, dirs, names in os.walk(submission / top, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
+        for folder, dirs, names in _walk(submission / top, found):
             for name in sorted(dirs + names):
-                path = Path(folder, name)
+                visited += 1
+                if visited > config.MAX_ENTRIES:
+                    found[f"{top}/"] = f"more than the grader reads ({config.MAX_ENTRIES} entries)"
+                    return found
+                path = folder / name
                 rel = path.relative_to(submission).as_posix()
+                shown = _name(path, submission / top)
                 why = _unusable(path)
                 if why:
-                    found[rel] = why
+                    found[shown] = why
                     if name in dirs:
                         dirs.remove(name)
                     continue
                 if name in dirs or name.endswith(COMPILED) or name in SKIPPED:
                     continue
                 if top == "exercises" and not (
-                    name.endswith(".ipynb") and folder == str(submission / top)
+                    name.endswith(".ipynb") and folder == submission / top
                 ):
                     continue
                 limit = config.MAX_NOTEBOOK_BYTES if top == "exercises" else config.MAX_BYTES
                 try:
                     data = _read(path, limit)
                 except (OSError, TooLarge) as e:
-                    found[rel] = f"cannot be read ({e})"
+                    found[shown] = f"cannot be read ({e})"
                     continue
                 if top == "minitorch":
                     size += len(data)
@@ -110,7 +149,7 @@ def copy(submission: Path, dest: Path) -> dict[str, str]:
                     if name.endswith(".py"):
                         why = _syntax(data, rel)
                         if why:
-                            found[rel] = why
+                            found[shown] = why
                             course = config.ROOT / rel  # other exercises' tests import it
                             if course.is_file():
                                 data = course.read_bytes()
