@@ -257,6 +257,8 @@ class StepEntry:
                 out.append(params[a]._data)
             elif kind == "grad":
                 out.append(params[a].grad._data)
+            elif kind == "argrad":
+                out.append(values[a].grad._data)
             elif kind == "counter":
                 out.append(TensorData.from_numpy(_counter(opts[a].state[b][c])))
             else:
@@ -273,6 +275,8 @@ class StepEntry:
                 t = params[a]
             elif kind == "grad":
                 t = params[a].grad
+            elif kind == "argrad":
+                t = values[a].grad
             elif kind == "counter":
                 spec = self.compiled.specs[len(inputs)]
                 inputs.append(Tensor(_counter(opts[a].state[b][c]), device=spec.device))
@@ -360,6 +364,10 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
         if p.grad is not None:
             external[id(p.grad)] = (("grad", k), f"p{k}_grad", p.grad)
             roles.setdefault(id(p.grad), []).append(("grad", k))
+    for i in slots:  # an argument's .grad accumulates as in eager: it is an input too
+        g = values[i].grad if values[i].requires_grad else None
+        if g is not None and id(g) not in external:
+            external[id(g)] = (("argrad", i), f"a{i}_grad", g)
     snap = _snapshot(params, opts)
     counters = []
     for k, o in enumerate(opts):
@@ -570,7 +578,12 @@ class CompiledStep(JitFunction):
 
     def _key(self, values, ctx=None) -> tuple:
         params, opts = ctx if ctx is not None else find_state(self.fn, values)
-        grads = tuple(v.requires_grad for v in values if isinstance(v, Tensor))
+        # an argument's .grad, when it has one, is added to (backward accumulates)
+        grads = tuple(
+            (v.requires_grad, None if v.grad is None else _layout(v.grad))
+            for v in values
+            if isinstance(v, Tensor)
+        )
         return (
             guards.by_bits(cache_key(tuple(values))),
             grads,
