@@ -265,8 +265,9 @@ class StepEntry:
                 out.append(opts[a].state[b][c]._data)
         return out
 
-    def gather(self, values: list, params: list, opts: list) -> list:
-        """The graph's inputs now: arguments, parameters, gradients, optimizer buffers."""
+    def gather(self, values: list, params: list, opts: list, autograd=False) -> list:
+        """The graph's inputs now: arguments, parameters, gradients, optimizer buffers
+        (with ``autograd``, as they are, so that the outputs record what they came from)."""
         inputs = []
         for kind, a, b, c in self.feeds:
             if kind == "arg":
@@ -284,7 +285,7 @@ class StepEntry:
             else:
                 t = opts[a].state[b][c]
             # a plain view of the data: the compiled plan runs only without autograd inputs
-            inputs.append(Tensor._make(t._data, t.device) if t.requires_grad else t)
+            inputs.append(Tensor._make(t._data, t.device) if t.requires_grad and not autograd else t)
         return inputs
 
 
@@ -625,7 +626,9 @@ class CompiledStep(JitFunction):
         self.store.trace_count += 1
         if not entry.trained:  # no backward, no update: an inference function, plain jit's
             self._jit = jit(self.fn, fullgraph=self.fullgraph, options=self.options)
-            return _Handed(entry.run(values, params, opts))  # this call: Python ran once
+            # this call (Python ran once): with autograd, as jit runs it from now on
+            out = entry.compiled.run(*entry.gather(values, params, opts, autograd=True))
+            return _Handed(_unflatten(entry.tree, list(out)))
         self._warn_side_effects(entry.side_effects, "compile")
         t0 = time.perf_counter()
         entry.result = entry.run(values, params, opts)
