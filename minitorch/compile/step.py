@@ -205,6 +205,7 @@ class StepEntry:
         self.aliases: list = []  # roles that were one tensor when traced (grad is velocity)
         self.names: list = []  # the parameters' names, for messages
         self.result = None  # the first call's result
+        self.returned: list = []  # (result leaf, ("arg", slot) or ("param", k)): itself
         self.out_devices = [n.spec.device for n in compiled.graph.outputs]
 
     def check(self, fn, values: list, ctx) -> list[str]:
@@ -245,7 +246,10 @@ class StepEntry:
             opts[k].steps += d
         for state, key, v in self.py_writes:
             state[key] = v
-        return _unflatten(self.tree, outs[: self.n_result])
+        result = outs[: self.n_result]
+        for j, (kind, a) in self.returned:
+            result[j] = values[a] if kind == "arg" else params[a]
+        return _unflatten(self.tree, result)
 
     def datas(self, values: list, params: list, opts: list) -> list:
         """What :meth:`gather` gives, as the plan reads it: each input's data."""
@@ -287,6 +291,17 @@ class StepEntry:
             # a plain view of the data: the compiled plan runs only without autograd inputs
             inputs.append(Tensor._make(t._data, t.device) if t.requires_grad and not autograd else t)
         return inputs
+
+
+def _returned(x, call_values: list, slots: list, params: list) -> tuple:
+    """``(argument slot, None)`` or ``(None, parameter index)`` when ``x`` is one, else Nones."""
+    for i in slots:
+        if x is call_values[i]:
+            return i, None
+    for k, p in enumerate(params):
+        if x is p:
+            return None, k
+    return None, None
 
 
 def _role(role: tuple, params, opts):
@@ -407,7 +422,8 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
                 call_values[i] = p
             with _GradWatch(params) as watch:
                 result = binder.call(fn, call_values, bound)
-            leaves, tree = flatten_output(tracer, result)
+            objects: list = []
+            leaves, tree = flatten_output(tracer, result, objects)
             trained = st.backward_calls or st.updates
             if trained:
                 _collect_writes(st, params, opts, snap)
@@ -439,6 +455,14 @@ def trace_step(fn, binder, names, values, bound, params, opts, name, options, de
     compiled = graph.compile(debug=debug, options=options)
     compiled.donate(_donations(feeds, writes, params, opts))
     entry = StepEntry(compiled, feeds, writes, tree, len(leaves), step_counts, py_writes)
+    # an argument or parameter returned as itself comes back as itself (eager's object,
+    # updated in place by the write-back), not as a snapshot of its values
+    entry.returned = [
+        (j, ("arg", i) if i is not None else ("param", k))
+        for j, x in enumerate(objects)
+        for i, k in [_returned(x, call_values, slots, params)]
+        if i is not None or k is not None
+    ]
     after = guards.scan(fn, values, names)
     entry.values, entry.sizes, entry.idents = after.values, after.sizes, after.idents
     entry.side_effects = guards.side_effects(before, after)
