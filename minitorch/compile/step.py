@@ -13,6 +13,7 @@ forces a retrace.
 
 from __future__ import annotations
 
+import sys
 import time
 import types
 import warnings
@@ -266,7 +267,11 @@ class StepEntry:
             elif kind == "counter":
                 out.append(TensorData.from_numpy(_counter(opts[a].state[b][c])))
             else:
-                out.append(opts[a].state[b][c]._data)
+                t = opts[a].state[b][c]
+                d = t._data
+                if _count(t) > _ALONE:  # the caller kept this buffer; the write-back replaces
+                    d = TensorData(d.storage, d.shape, d.strides, d.offset)  # it: never donated
+                out.append(d)
         return out
 
     def gather(self, values: list, params: list, opts: list, autograd=False) -> list:
@@ -291,6 +296,20 @@ class StepEntry:
             # a plain view of the data: the compiled plan runs only without autograd inputs
             inputs.append(Tensor._make(t._data, t.device) if t.requires_grad and not autograd else t)
         return inputs
+
+
+def _count(t) -> int:
+    return sys.getrefcount(t)
+
+
+def _alone() -> int:
+    """What ``_count`` says in ``datas`` of a tensor only its state dict holds."""
+    state = {"key": object()}
+    t = state["key"]
+    return _count(t)
+
+
+_ALONE = _alone()
 
 
 def _returned(x, call_values: list, slots: list, params: list) -> tuple:
