@@ -63,6 +63,7 @@ class Executor:
         self._mp_key = self._mp = self._layout = self._dests = None
         self._plan = self._made = None
         self._tables: dict = {}  # id(plan) -> (plan, dests, run, take, finish)
+        self._plain: dict = {}  # the same without donation, built when the caller holds one
         self._extra = 0  # bytes of views that had to copy, this call
 
     def describe(self) -> str:
@@ -79,10 +80,7 @@ class Executor:
     def __call__(self, plan: Plan, inputs: list) -> list:
         made = self._made
         if plan is self._plan and made is not None:  # the steady state: no checks
-            taken = made[3](inputs)
-            if taken is not None:
-                return made[4](made[2](taken), inputs)
-            self._tables.pop(id(plan), None)  # a donated buffer is seen outside: new ones
+            return self._run(made, inputs)
         mp = self.memory(plan) if self.use_arena else None
         dests = self._destinations(plan, mp) if mp is not None else None
         made = self._tables.get(id(plan))
@@ -93,16 +91,21 @@ class Executor:
         if self.keep or mp is None:
             self._plan, self._made = plan, made
         try:
-            taken = made[3](inputs)
-            if taken is None:  # the caller still sees a donated buffer: it keeps it
-                made = (plan, dests, *self._build(plan, mp, dests))
-                if self.keep or mp is None:
-                    self._tables[id(plan)], self._made = made, made
-                taken = made[3](inputs)
-            return made[4](made[2](taken), inputs)
+            return self._run(made, inputs)
         finally:
             if not (self.keep or mp is None):  # the arena dies with the call
                 self.arena = self._dests = None
+
+    def _run(self, made: tuple, inputs: list) -> list:
+        taken = made[3](inputs)
+        if taken is None:  # the caller still sees a donated buffer: this call donates none
+            plan, dests = made[0], made[1]
+            plain = self._plain.get(id(plan))
+            if plain is None or plain[0] is not plan or plain[1] is not dests:
+                plain = (plan, dests, *self._build(plan, self._mp, dests, donate=False))
+                self._plain = {id(plan): plain}
+            made, taken = plain, inputs
+        return made[4](made[2](taken), inputs)
 
     # ---------------------------------------------------------------- the arena
 
@@ -135,11 +138,12 @@ class Executor:
         self._dests, self._layout = dests, layout
         return dests
 
-    def _build(self, plan: Plan, mp, dests) -> tuple:
-        """``(run, take, finish)`` for one plan and one set of destinations."""
+    def _build(self, plan: Plan, mp, dests, donate=True) -> tuple:
+        """``(run, take, finish)`` for one plan and one set of destinations (``donate``:
+        with the donations ``self.donate`` finds, else none)."""
         if mp is None:  # nothing to bind: the plan is the table
             return self.way.make(plan, plan, None, self.dump), _same, _outputs
-        donate = self.donate(plan) if self.donate is not None else {}
+        donate = self.donate(plan) if self.donate is not None and donate else {}
         owned = {j: np.empty(plan.steps[j].spec.size, plan.steps[j].spec.dtype) for j in donate}
         take, given = _taker(plan, donate, owned)
         kernels, fixed = bind_steps(plan, dests, owned, given, count=self._count)
@@ -290,7 +294,9 @@ def _taker(plan: Plan, donate: dict, owned: dict) -> tuple:
     write-back installed the output computed into it. Otherwise (the first call, or new
     values assigned since) its values are copied in once. ``take`` returns ``None``
     when the caller can still see a buffer (:func:`_seen_outside`): writing into it
-    would change what the caller holds, so the executor leaves it to them.
+    would change what the caller holds, so that call runs a table that donates
+    nothing (its results are new arrays, as eager's); once the caller lets go,
+    donation resumes (the input is copied into the buffer once).
     """
     if not donate:
         return _same, {}
