@@ -126,3 +126,31 @@ def test_first_call_records_autograd_as_later_ones(mode):
         x.grad = None
         y.backward()
         np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+
+
+@pytest.mark.parametrize("mode", ["default", *DONATING])
+@pytest.mark.parametrize("opt", ["momentum", "adam"])
+def test_optimizer_not_stepped_gets_no_buffers(mode, opt):
+    """A step that updates by hand with a global learning rate (the optimizer only zeroes
+    gradients): eager never creates the optimizer's buffers, nor does the compiled step."""
+    lr = 0.1
+    states, weights = [], []
+    for compiled in (False, True):
+        m, o, _ = _model(opt)
+
+        def step(x):
+            o.zero_grad()
+            loss = m(x).tanh().sum()
+            loss.backward()
+            for p in m.parameters():
+                p.assign_(p - lr * p.grad)
+            return loss
+
+        f = mt.compile(step, mode=mode) if compiled else step
+        for _ in range(3):
+            f(mt.ones(2, 3))
+        states.append(o.state)
+        weights.append(m.weight.numpy())
+    assert states[1] == states[0] == {}
+    assert f.trace_count == 1  # and the step is still traced once
+    np.testing.assert_allclose(weights[1], weights[0], rtol=1e-6)

@@ -596,6 +596,8 @@ class CompiledStep(JitFunction):
         self.eager_reason: str | None = None
         self._jit = None  # a step that trains nothing is plain jit's business
         self.last: StepEntry | None = None
+        self._created: list = []  # this call's (optimizer, steps, buffers made, dicts made)
+        self._parked: dict = {}  # id(optimizer) -> (it, its state dicts kept out of .state)
 
     @property
     def entries(self) -> dict:
@@ -612,13 +614,38 @@ class CompiledStep(JitFunction):
             return self._jit(*args, **kwargs)
         if self.eager_reason is not None:
             return self.fn(*args, **kwargs)
-        return super().__call__(*args, **kwargs)
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            self._drop_unused_state()
 
     def _context(self, values):
         params, opts = find_state(self.fn, values)
+        self._created = []
         for o in opts:  # the buffers of the first step exist before it: one trace, not two
+            kept = self._parked.pop(id(o), None)
+            parked = kept[1] if kept is not None and kept[0] is o else {}
+            for name, d in parked.items():  # the same dicts: the key holds their ids
+                o.state.setdefault(name, d)
+            had = {n: set(d) for n, d in o.state.items() if n not in parked}
             o.init_state()
+            made = [(d, [k for k in d if k not in had.get(n, ())]) for n, d in o.state.items()]
+            self._created.append((o, o.steps, made, [n for n in o.state if n not in had]))
         return params, opts
+
+    def _drop_unused_state(self) -> None:
+        """Eager creates an optimizer's buffers in its ``step()``: a call that did not
+        step it (it only zeroed gradients, or updated by hand) leaves none behind."""
+        for o, steps, made, names in self._created:
+            if o.steps != steps:
+                continue
+            for d, keys in made:
+                for k in keys:
+                    d.pop(k, None)
+            parked = {n: o.state.pop(n) for n in names if n in o.state and not o.state[n]}
+            if parked:
+                self._parked[id(o)] = (o, parked)
+        self._created = []
 
     def _key(self, values, ctx=None) -> tuple:
         params, opts = ctx if ctx is not None else find_state(self.fn, values)
