@@ -182,10 +182,14 @@ HOLDS = {
     "a row of the weight": lambda m, o: m.layers[0].weight[1],
     "bias.reshape": lambda m, o: m.layers[2].bias.reshape((1, 2)),
     "an optimizer buffer": lambda m, o: next(
-        (v for _, st in sorted(o.state.items()) for _, v in sorted(st.items())
-         if isinstance(v, mt.Tensor)),
+        (
+            v
+            for _, st in sorted(o.state.items())
+            for _, v in sorted(st.items())
+            if isinstance(v, mt.Tensor)
+        ),
         None,
-    ),  # fmt: skip
+    ),
 }
 RETURNS = {
     "loss": lambda loss, m, x: loss,
@@ -194,7 +198,12 @@ RETURNS = {
 }
 _CASES = list(
     itertools.product(
-        ["sgd", "momentum", "adam"], HOLDS, [1, 2], [None, 3], [True, False], [True, False],
+        ["sgd", "momentum", "adam"],
+        HOLDS,
+        [1, 2],
+        [None, 3],
+        [True, False],
+        [True, False],
         RETURNS,
     )
 )

@@ -21,8 +21,10 @@ DONATING = ["reduce-overhead", "max-autotune"]
 def _model(opt):
     mt.manual_seed(3)
     m = nn.Linear(3, 2)
-    o = nn.SGD(m.parameters(), lr=0.1, momentum=0.9) if opt == "momentum" else nn.Adam(
-        m.parameters(), lr=0.01
+    o = (
+        nn.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        if opt == "momentum"
+        else nn.Adam(m.parameters(), lr=0.01)
     )
 
     def step(x):
@@ -128,24 +130,27 @@ def test_first_call_records_autograd_as_later_ones(mode):
         np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
 
 
+def _by_hand(m, o, lr):
+    def step(x):
+        o.zero_grad()
+        loss = m(x).tanh().sum()
+        loss.backward()
+        for p in m.parameters():
+            p.assign_(p - lr * p.grad)
+        return loss
+
+    return step
+
+
 @pytest.mark.parametrize("mode", ["default", *DONATING])
 @pytest.mark.parametrize("opt", ["momentum", "adam"])
 def test_optimizer_not_stepped_gets_no_buffers(mode, opt):
     """A step that updates by hand with a global learning rate (the optimizer only zeroes
     gradients): eager never creates the optimizer's buffers, nor does the compiled step."""
-    lr = 0.1
     states, weights = [], []
     for compiled in (False, True):
         m, o, _ = _model(opt)
-
-        def step(x):
-            o.zero_grad()
-            loss = m(x).tanh().sum()
-            loss.backward()
-            for p in m.parameters():
-                p.assign_(p - lr * p.grad)
-            return loss
-
+        step = _by_hand(m, o, lr=0.1)
         f = mt.compile(step, mode=mode) if compiled else step
         for _ in range(3):
             f(mt.ones(2, 3))

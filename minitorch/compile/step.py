@@ -294,7 +294,9 @@ class StepEntry:
             else:
                 t = opts[a].state[b][c]
             # a plain view of the data: the compiled plan runs only without autograd inputs
-            inputs.append(Tensor._make(t._data, t.device) if t.requires_grad and not autograd else t)
+            inputs.append(
+                Tensor._make(t._data, t.device) if t.requires_grad and not autograd else t
+            )
         return inputs
 
 

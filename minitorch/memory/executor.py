@@ -342,8 +342,8 @@ def _seen_outside(d: TensorData, buf: np.ndarray, of_d: int, of_buf: int) -> boo
 
     Eager never writes into the storage a tensor holds (``assign_`` and the optimizers
     install new storage), so what a caller kept keeps its values: ``p.detach()``
-    (which shares ``p``'s ``TensorData``), a view or ``.numpy()`` of it (which hold
-    ``buf``), an optimizer buffer replaced since. A donated buffer is written only
+    (which shares ``p``'s ``TensorData``), a view or a row of it (which hold ``buf``),
+    an optimizer buffer replaced since. A donated buffer is written only
     while its one holder outside the runner is the input it replaces. ``of_d`` and
     ``of_buf`` count references beyond the call's own and the runner's (CPython's
     reference counts; the outputs the runner hands out hold fresh ``TensorData``).

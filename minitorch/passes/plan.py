@@ -177,7 +177,7 @@ class CompiledPlan(CompiledGraph):
         self.interpreted = False  # True when lowering's exercises (6.9, 6.10) are not done
         self.donations: list = []  # (input, output) pairs, set by a training step
         # outputs that are inputs as traced (``lambda t: (t, p * t)``): the caller's own
-        # tensor comes back, as in eager (passes may also fold ``detach`` into an input)
+        # tensor comes back, as in eager (the traced graph: ``t.detach()`` is an op there)
         ins = {id(n): k for k, n in enumerate(traced.inputs)}
         self.returned = [(j, ins[id(n)]) for j, n in enumerate(traced.outputs) if id(n) in ins]
 
