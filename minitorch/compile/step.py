@@ -625,6 +625,9 @@ class CompiledStep(JitFunction):
         params, opts = find_state(self.fn, values)
         self._created = []
         for o in opts:  # the buffers of the first step exist before it: one trace, not two
+            if o.steps:  # it has stepped: eager has made its buffers too
+                o.init_state()
+                continue
             kept = self._parked.pop(id(o), None)
             parked = kept[1] if kept is not None and kept[0] is o else {}
             for name, d in parked.items():  # the same dicts: the key holds their ids
