@@ -415,3 +415,133 @@ def test_compiled_integer_pow_checks_exponents_as_eager(mode, backend):
             kinds.add(want[0])
             _same_outcome(_outcome(f, a, b), want, f"{mode} {backend} {b.numpy().tolist()}")
         assert kinds == {"value", "OpError"}
+
+
+# ---------------------------------------------------------------- issue 40: what the caller holds
+# Generated cases: a caller keeps tensors that share a parameter's or an optimizer buffer's
+# storage (and drops them later or not), accumulates an argument's gradient over calls,
+# gets arguments and parameters back; eager and every compile mode must agree on values,
+# on what the held tensors hold, on object identity and on requires_grad, call by call.
+
+HOLDS = {
+    "nothing": lambda m, o: None,
+    "weight.detach()": lambda m, o: m.layers[0].weight.detach(),
+    "a row of the weight": lambda m, o: m.layers[0].weight[1],
+    "bias.reshape": lambda m, o: m.layers[2].bias.reshape((1, 2)),
+    "an optimizer buffer": lambda m, o: next(
+        (
+            v
+            for _, st in sorted(o.state.items())
+            for _, v in sorted(st.items())
+            if isinstance(v, mt.Tensor)
+        ),
+        None,
+    ),
+}
+RETURNS = {
+    "loss": lambda loss, m, x: loss,
+    "loss and a parameter": lambda loss, m, x: (loss, m.layers[0].weight),
+    "the input and the loss": lambda loss, m, x: {"x": x, "loss": loss},
+}
+_CASES = list(
+    itertools.product(
+        ["sgd", "momentum", "adam"],
+        HOLDS,
+        [1, 2],
+        [None, 3],
+        [True, False],
+        [True, False],
+        RETURNS,
+    )
+)
+HELD_CASES = [_CASES[i] for i in np.random.default_rng(40).choice(len(_CASES), 24, replace=False)]
+
+
+def _identity(out, m, x) -> list:
+    """Which results are the caller's own objects (a parameter, the argument)."""
+    leaves = tuple(out.values()) if isinstance(out, dict) else out
+    leaves = leaves if isinstance(leaves, tuple) else (leaves,)
+    return [(v is m.layers[0].weight, v is x) for v in leaves]
+
+
+def _held_run(case, mode, steps=5):
+    opt, hold, hold_at, drop_at, zero, x_grad, ret = case
+    mt.manual_seed(2)
+    m = _mlp()
+    o = {
+        "sgd": lambda: nn.SGD(m.parameters(), lr=0.1),
+        "momentum": lambda: nn.SGD(m.parameters(), lr=0.1, momentum=0.9),
+        "adam": lambda: nn.Adam(m.parameters(), lr=0.01),
+    }[opt]()
+    rng = np.random.default_rng(7)
+    x = mt.tensor(rng.standard_normal((5, 3)).astype(np.float32), requires_grad=x_grad)
+
+    def step(t):
+        if zero:
+            o.zero_grad()
+        loss = (m(t).tanh() * t.sum(1).reshape((5, 1))).sum()
+        loss.backward()
+        o.step()
+        return RETURNS[ret](loss, m, t)
+
+    f = mt.compile(step, mode=mode) if mode else step
+    held, seen = None, []
+    for i in range(steps):
+        if i == hold_at:
+            held = HOLDS[hold](m, o)
+            taken = None if held is None else held.numpy()
+        if i == drop_at:
+            held = None
+        if not x_grad:
+            x = mt.tensor(rng.standard_normal((5, 3)).astype(np.float32))
+        out = f(x)
+        loss = out if ret == "loss" else out[0] if isinstance(out, tuple) else out["loss"]
+        seen.append((round(loss.item(), 4), _identity(out, m, x)))
+        if held is not None:  # what the caller holds keeps the values it had
+            np.testing.assert_array_equal(held.numpy(), taken, err_msg=f"call {i + 1}")
+    state = {n: sorted(k for k, v in st.items() if v is not None) for n, st in o.state.items()}
+    grad = None if x.grad is None else x.grad.numpy()
+    return seen, [p.numpy() for p in m.parameters()], grad, state
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", HELD_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_compiled_keeps_what_the_caller_holds(case, mode):
+    want = _held_run(case, None)
+    got = _held_run(case, mode)
+    assert [s[1] for s in got[0]] == [s[1] for s in want[0]]  # identity of the results
+    np.testing.assert_allclose([s[0] for s in got[0]], [s[0] for s in want[0]], rtol=1e-4)
+    for g, w in zip(got[1], want[1]):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+    if want[2] is not None:  # the argument's gradient, accumulated over the calls
+        np.testing.assert_allclose(got[2], want[2], rtol=2e-5, atol=1e-6)
+    assert got[3] == want[3]  # the optimizer's state: the same buffers, no more
+
+
+FN_RESULTS = {
+    "p": lambda p, t: p,
+    "t": lambda p, t: t,
+    "t * p": lambda p, t: t * p,
+    "(t * 2).sum()": lambda p, t: (t * 2).sum(),
+}
+FN_CASES = list(itertools.product(itertools.combinations(FN_RESULTS, 2), [True, False]))
+
+
+@pytest.mark.parametrize("mode", [*MODES, "jit"])
+@pytest.mark.parametrize("case", FN_CASES, ids=lambda c: "+".join(c[0]) + f"-grad{c[1]}")
+def test_function_results_follow_eager_on_every_call(case, mode):
+    (a, b), grad = case
+    p = nn.Parameter(mt.tensor([1.0, -2.0]))
+
+    def fn(t):
+        return FN_RESULTS[a](p, t), FN_RESULTS[b](p, t)
+
+    f = mt.jit(fn) if mode == "jit" else mt.compile(fn, mode=mode)
+    for call in range(3):
+        x = mt.tensor([0.5, 3.0], requires_grad=grad)
+        got, want = f(x), fn(x)
+        for g, w, name in zip(got, want, (a, b)):
+            where = f"{name}, call {call + 1}"
+            assert (g is p, g is x) == (w is p, w is x), where
+            assert g.requires_grad == w.requires_grad, where
+            np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=where)

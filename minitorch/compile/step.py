@@ -13,6 +13,7 @@ forces a retrace.
 
 from __future__ import annotations
 
+import sys
 import time
 import types
 import warnings
@@ -205,6 +206,7 @@ class StepEntry:
         self.aliases: list = []  # roles that were one tensor when traced (grad is velocity)
         self.names: list = []  # the parameters' names, for messages
         self.result = None  # the first call's result
+        self.returned: list = []  # (result leaf, ("arg", slot) or ("param", k)): itself
         self.out_devices = [n.spec.device for n in compiled.graph.outputs]
 
     def check(self, fn, values: list, ctx) -> list[str]:
@@ -245,7 +247,10 @@ class StepEntry:
             opts[k].steps += d
         for state, key, v in self.py_writes:
             state[key] = v
-        return _unflatten(self.tree, outs[: self.n_result])
+        result = outs[: self.n_result]
+        for j, (kind, a) in self.returned:
+            result[j] = values[a] if kind == "arg" else params[a]
+        return _unflatten(self.tree, result)
 
     def datas(self, values: list, params: list, opts: list) -> list:
         """What :meth:`gather` gives, as the plan reads it: each input's data."""
@@ -257,14 +262,21 @@ class StepEntry:
                 out.append(params[a]._data)
             elif kind == "grad":
                 out.append(params[a].grad._data)
+            elif kind == "argrad":
+                out.append(values[a].grad._data)
             elif kind == "counter":
                 out.append(TensorData.from_numpy(_counter(opts[a].state[b][c])))
             else:
-                out.append(opts[a].state[b][c]._data)
+                t = opts[a].state[b][c]
+                d = t._data
+                if _count(t) > _ALONE:  # the caller kept this buffer; the write-back replaces
+                    d = TensorData(d.storage, d.shape, d.strides, d.offset)  # it: never donated
+                out.append(d)
         return out
 
-    def gather(self, values: list, params: list, opts: list) -> list:
-        """The graph's inputs now: arguments, parameters, gradients, optimizer buffers."""
+    def gather(self, values: list, params: list, opts: list, autograd=False) -> list:
+        """The graph's inputs now: arguments, parameters, gradients, optimizer buffers
+        (with ``autograd``, as they are, so that the outputs record what they came from)."""
         inputs = []
         for kind, a, b, c in self.feeds:
             if kind == "arg":
@@ -273,6 +285,8 @@ class StepEntry:
                 t = params[a]
             elif kind == "grad":
                 t = params[a].grad
+            elif kind == "argrad":
+                t = values[a].grad
             elif kind == "counter":
                 spec = self.compiled.specs[len(inputs)]
                 inputs.append(Tensor(_counter(opts[a].state[b][c]), device=spec.device))
@@ -280,8 +294,35 @@ class StepEntry:
             else:
                 t = opts[a].state[b][c]
             # a plain view of the data: the compiled plan runs only without autograd inputs
-            inputs.append(Tensor._make(t._data, t.device) if t.requires_grad else t)
+            inputs.append(
+                Tensor._make(t._data, t.device) if t.requires_grad and not autograd else t
+            )
         return inputs
+
+
+def _count(t) -> int:
+    return sys.getrefcount(t)
+
+
+def _alone() -> int:
+    """What ``_count`` says in ``datas`` of a tensor only its state dict holds."""
+    state = {"key": object()}
+    t = state["key"]
+    return _count(t)
+
+
+_ALONE = _alone()
+
+
+def _returned(x, call_values: list, slots: list, params: list) -> tuple:
+    """``(argument slot, None)`` or ``(None, parameter index)`` when ``x`` is one, else Nones."""
+    for i in slots:
+        if x is call_values[i]:
+            return i, None
+    for k, p in enumerate(params):
+        if x is p:
+            return None, k
+    return None, None
 
 
 def _role(role: tuple, params, opts):
@@ -364,6 +405,10 @@ def trace_step(
         if p.grad is not None:
             external[id(p.grad)] = (("grad", k), f"p{k}_grad", p.grad)
             roles.setdefault(id(p.grad), []).append(("grad", k))
+    for i in slots:  # an argument's .grad accumulates as in eager: it is an input too
+        g = values[i].grad if values[i].requires_grad else None
+        if g is not None and id(g) not in external:
+            external[id(g)] = (("argrad", i), f"a{i}_grad", g)
     snap = _snapshot(params, opts)
     counters = []
     for k, o in enumerate(opts):
@@ -402,7 +447,8 @@ def trace_step(
                 call_values[i] = p
             with _GradWatch(params) as watch:
                 result = binder.call(fn, call_values, bound)
-            leaves, tree = flatten_output(tracer, result)
+            objects: list = []
+            leaves, tree = flatten_output(tracer, result, objects)
             trained = st.backward_calls or st.updates
             if trained:
                 _collect_writes(st, params, opts, snap)
@@ -434,6 +480,14 @@ def trace_step(
     compiled = graph.compile(debug=debug, options=options)
     compiled.donate(_donations(feeds, writes, params, opts))
     entry = StepEntry(compiled, feeds, writes, tree, len(leaves), step_counts, py_writes)
+    # an argument or parameter returned as itself comes back as itself (eager's object,
+    # updated in place by the write-back), not as a snapshot of its values
+    entry.returned = [
+        (j, ("arg", i) if i is not None else ("param", k))
+        for j, x in enumerate(objects)
+        for i, k in [_returned(x, call_values, slots, params)]
+        if i is not None or k is not None
+    ]
     after = guards.scan(fn, values, names)
     entry.values, entry.sizes, entry.idents = after.values, after.sizes, after.idents
     entry.side_effects = guards.side_effects(before, after)
@@ -548,6 +602,8 @@ class CompiledStep(JitFunction):
         self.eager_reason: str | None = None
         self._jit = None  # a step that trains nothing is plain jit's business
         self.last: StepEntry | None = None
+        self._created: list = []  # this call's (optimizer, steps, buffers made, dicts made)
+        self._parked: dict = {}  # id(optimizer) -> (it, its state dicts kept out of .state)
 
     @property
     def entries(self) -> dict:
@@ -564,17 +620,50 @@ class CompiledStep(JitFunction):
             return self._jit(*args, **kwargs)
         if self.eager_reason is not None:
             return self.fn(*args, **kwargs)
-        return super().__call__(*args, **kwargs)
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            self._drop_unused_state()
 
     def _context(self, values):
         params, opts = find_state(self.fn, values)
+        self._created = []
         for o in opts:  # the buffers of the first step exist before it: one trace, not two
+            if o.steps:  # it has stepped: eager has made its buffers too
+                o.init_state()
+                continue
+            kept = self._parked.pop(id(o), None)
+            parked = kept[1] if kept is not None and kept[0] is o else {}
+            for name, d in parked.items():  # the same dicts: the key holds their ids
+                o.state.setdefault(name, d)
+            had = {n: set(d) for n, d in o.state.items() if n not in parked}
             o.init_state()
+            made = [(d, [k for k in d if k not in had.get(n, ())]) for n, d in o.state.items()]
+            self._created.append((o, o.steps, made, [n for n in o.state if n not in had]))
         return params, opts
+
+    def _drop_unused_state(self) -> None:
+        """Eager creates an optimizer's buffers in its ``step()``: a call that did not
+        step it (it only zeroed gradients, or updated by hand) leaves none behind."""
+        for o, steps, made, names in self._created:
+            if o.steps != steps:
+                continue
+            for d, keys in made:
+                for k in keys:
+                    d.pop(k, None)
+            parked = {n: o.state.pop(n) for n in names if n in o.state and not o.state[n]}
+            if parked:
+                self._parked[id(o)] = (o, parked)
+        self._created = []
 
     def _key(self, values, ctx=None) -> tuple:
         params, opts = ctx if ctx is not None else find_state(self.fn, values)
-        grads = tuple(v.requires_grad for v in values if isinstance(v, Tensor))
+        # an argument's .grad, when it has one, is added to (backward accumulates)
+        grads = tuple(
+            (v.requires_grad, None if v.grad is None else _layout(v.grad))
+            for v in values
+            if isinstance(v, Tensor)
+        )
         return (
             guards.by_bits(cache_key(tuple(values))),
             grads,
@@ -616,7 +705,9 @@ class CompiledStep(JitFunction):
         self.store.trace_count += 1
         if not entry.trained:  # no backward, no update: an inference function, plain jit's
             self._jit = jit(self.fn, fullgraph=self.fullgraph, options=self.options)
-            return _Handed(entry.run(values, params, opts))  # this call: Python ran once
+            # this call (Python ran once): with autograd, as jit runs it from now on
+            out = entry.compiled.run(*entry.gather(values, params, opts, autograd=True))
+            return _Handed(_unflatten(entry.tree, list(out)))
         self._warn_side_effects(entry.side_effects, "compile")
         t0 = time.perf_counter()
         entry.result = entry.run(values, params, opts)

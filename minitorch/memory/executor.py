@@ -12,6 +12,7 @@ and a thread pool. Arena, donation and way are independent choices, so they comb
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Callable
 
 import numpy as np
@@ -62,6 +63,7 @@ class Executor:
         self._mp_key = self._mp = self._layout = self._dests = None
         self._plan = self._made = None
         self._tables: dict = {}  # id(plan) -> (plan, dests, run, take, finish)
+        self._plain: dict = {}  # the same without donation, built when the caller holds one
         self._extra = 0  # bytes of views that had to copy, this call
 
     def describe(self) -> str:
@@ -78,7 +80,7 @@ class Executor:
     def __call__(self, plan: Plan, inputs: list) -> list:
         made = self._made
         if plan is self._plan and made is not None:  # the steady state: no checks
-            return made[4](made[2](made[3](inputs)), inputs)
+            return self._run(made, inputs)
         mp = self.memory(plan) if self.use_arena else None
         dests = self._destinations(plan, mp) if mp is not None else None
         made = self._tables.get(id(plan))
@@ -89,10 +91,21 @@ class Executor:
         if self.keep or mp is None:
             self._plan, self._made = plan, made
         try:
-            return made[4](made[2](made[3](inputs)), inputs)
+            return self._run(made, inputs)
         finally:
             if not (self.keep or mp is None):  # the arena dies with the call
                 self.arena = self._dests = None
+
+    def _run(self, made: tuple, inputs: list) -> list:
+        taken = made[3](inputs)
+        if taken is None:  # the caller still sees a donated buffer: this call donates none
+            plan, dests = made[0], made[1]
+            plain = self._plain.get(id(plan))
+            if plain is None or plain[0] is not plan or plain[1] is not dests:
+                plain = (plan, dests, *self._build(plan, self._mp, dests, donate=False))
+                self._plain = {id(plan): plain}
+            made, taken = plain, inputs
+        return made[4](made[2](taken), inputs)
 
     # ---------------------------------------------------------------- the arena
 
@@ -125,11 +138,12 @@ class Executor:
         self._dests, self._layout = dests, layout
         return dests
 
-    def _build(self, plan: Plan, mp, dests) -> tuple:
-        """``(run, take, finish)`` for one plan and one set of destinations."""
+    def _build(self, plan: Plan, mp, dests, donate=True) -> tuple:
+        """``(run, take, finish)`` for one plan and one set of destinations (``donate``:
+        with the donations ``self.donate`` finds, else none)."""
         if mp is None:  # nothing to bind: the plan is the table
             return self.way.make(plan, plan, None, self.dump), _same, _outputs
-        donate = self.donate(plan) if self.donate is not None else {}
+        donate = self.donate(plan) if self.donate is not None and donate else {}
         owned = {j: np.empty(plan.steps[j].spec.size, plan.steps[j].spec.dtype) for j in donate}
         take, given = _taker(plan, donate, owned)
         kernels, fixed = bind_steps(plan, dests, owned, given, count=self._count)
@@ -152,6 +166,9 @@ class Executor:
             for k, s in enumerate(outputs)
             if s in fixed and np.shares_memory(fixed[s].storage, arena)
         ]
+        # the others stay where they are (a donated buffer), each call in a new TensorData:
+        # what the caller holds is then counted on the buffer (see ``_seen_outside``)
+        fresh = [k for k, s in enumerate(outputs) if s in fixed and k not in copy]
         # a kernel that takes ``dest=`` allocates its result when given none; others may
         # return (a view of) an argument, which is checked on each call
         check = [
@@ -169,6 +186,9 @@ class Executor:
             extra, self._extra = self._extra, 0
             for k in copy:  # the caller keeps outputs; the next call reuses the arena
                 outs[k] = TensorData.from_numpy(outs[k].as_numpy_view())
+            for k in fresh:
+                d = outs[k]
+                outs[k] = TensorData(d.storage, d.shape, d.strides, d.offset)
             for k in check:
                 d = outs[k]
                 if d.storage.size and np.may_share_memory(d.storage, arena):
@@ -272,7 +292,11 @@ def _taker(plan: Plan, donate: dict, owned: dict) -> tuple:
 
     After the first call the parameter (or optimizer buffer) already lives there: the
     write-back installed the output computed into it. Otherwise (the first call, or new
-    values assigned since) its values are copied in once.
+    values assigned since) its values are copied in once. ``take`` returns ``None``
+    when the caller can still see a buffer (:func:`_seen_outside`): writing into it
+    would change what the caller holds, so that call runs a table that donates
+    nothing (its results are new arrays, as eager's); once the caller lets go,
+    donation resumes (the input is copied into the buffer once).
     """
     if not donate:
         return _same, {}
@@ -282,13 +306,47 @@ def _taker(plan: Plan, donate: dict, owned: dict) -> tuple:
         buf = owned[j]
         td = given[i] = TensorData.contiguous(buf, shape)
         swaps.append((where[i], buf, td, buf.reshape(shape)))
+    base: list = []  # per buffer, the references the runner holds (counted on call 1)
+    local = _local_refs()
 
-    def take(inputs: list) -> list:
-        for k, buf, td, target in swaps:
+    def take(inputs: list) -> list | None:
+        first = not base
+        for n, (k, buf, td, target) in enumerate(swaps):
             d = inputs[k]
+            of_d, of_buf = _holders(d, buf)
+            if first:
+                base.append(of_buf)
+            elif _seen_outside(d, buf, of_d - local, of_buf - base[n]):
+                return None
             if d.storage is not buf or d.offset or d.strides != td.strides:
                 np.copyto(target, d.as_numpy_view().reshape(target.shape))
                 inputs[k] = td
         return inputs
 
     return take, given
+
+
+def _holders(d, buf) -> tuple:
+    return sys.getrefcount(d), sys.getrefcount(buf)
+
+
+def _local_refs() -> int:
+    """What ``_holders`` counts in ``take`` for a value held by one list and one local."""
+    held = [object()]
+    d = held[0]
+    return _holders(d, None)[0]
+
+
+def _seen_outside(d: TensorData, buf: np.ndarray, of_d: int, of_buf: int) -> bool:
+    """Can anything but the input ``d`` (held by its tensor) see the donated ``buf``?
+
+    Eager never writes into the storage a tensor holds (``assign_`` and the optimizers
+    install new storage), so what a caller kept keeps its values: ``p.detach()``
+    (which shares ``p``'s ``TensorData``), a view or a row of it (which hold ``buf``),
+    an optimizer buffer replaced since. A donated buffer is written only
+    while its one holder outside the runner is the input it replaces. ``of_d`` and
+    ``of_buf`` count references beyond the call's own and the runner's (CPython's
+    reference counts; the outputs the runner hands out hold fresh ``TensorData``).
+    """
+    inside = d.storage is buf
+    return of_buf > inside or (inside and of_d > 1)

@@ -205,6 +205,10 @@ class CompiledPlan(CompiledGraph):
         self._out_devices = [n.spec.device for n in graph.outputs]
         self.interpreted = False  # True when lowering's exercises (6.9, 6.10) are not done
         self.donations: list = []  # (input, output) pairs, set by a training step
+        # outputs that are inputs as traced (``lambda t: (t, p * t)``): the caller's own
+        # tensor comes back, as in eager (the traced graph: ``t.detach()`` is an op there)
+        ins = {id(n): k for k, n in enumerate(traced.inputs)}
+        self.returned = [(j, ins[id(n)]) for j, n in enumerate(traced.outputs) if id(n) in ins]
 
     @property
     def plan(self) -> Plan:
@@ -252,7 +256,10 @@ class CompiledPlan(CompiledGraph):
             else:
                 outs = self.runner(self.plan, [x._data for x in inputs])
         make = Tensor._make
-        return self.graph.unflatten([make(d, dev) for d, dev in zip(outs, self._out_devices)])
+        outs = [make(d, dev) for d, dev in zip(outs, self._out_devices)]
+        for j, k in self.returned:
+            outs[j] = inputs[k]
+        return self.graph.unflatten(outs)
 
     __call__ = run
 

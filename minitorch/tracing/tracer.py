@@ -532,16 +532,19 @@ def trace_function(fn, specs: list[Spec], names=None, name=None, why=None) -> Gr
     return tracer.graph
 
 
-def flatten_output(tracer: Tracer, result):
+def flatten_output(tracer: Tracer, result, objects: list | None = None):
     """The output nodes of ``result`` and the tree that packs them back (see ``Graph.unflatten``).
 
     Tensors may be nested in tuples, lists, dicts, namedtuples and dataclasses; any
     other value is returned as it was at trace time, so it must not hold a traced tensor.
+    ``objects``, if given, receives the tensor objects of the leaves, in order.
     """
     leaves: list[Node] = []
 
     def walk(x):
         if isinstance(x, Tensor):
+            if objects is not None:
+                objects.append(x)
             leaves.append(tracer.lift(x))
             return ("leaf", len(leaves) - 1)
         if isinstance(x, tuple) and hasattr(type(x), "_fields"):
