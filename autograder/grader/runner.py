@@ -124,8 +124,7 @@ def run_items(items: list[Item], grading: Grading, per_exercise: bool | None = N
         if item.nodeid not in results:
             groups[item.exercise if per_exercise else None].append(item)
     for ex, group in groups.items():
-        names = frozenset({info[ex].name} if ex in info else ())
-        session = Session(grading, {i.nodeid: i for i in group}, ex, names, deadline, progress)
+        session = Session(grading, {i.nodeid: i for i in group}, ex, deadline, progress)
         session.run()
         results.update(session.results)
     return gate_benchmarks(results)
@@ -151,7 +150,6 @@ class Session:
     grading: Grading
     by_id: dict[str, Item]
     exercise: str | None
-    names: frozenset  # the exercise's function names (withheld from its tree)
     deadline: float
     progress: Callable[[str, Result | None], None]
     results: dict[str, Result] = field(default_factory=dict)
@@ -176,7 +174,7 @@ class Session:
             if g.import_hang:  # it would hang again: one time limit is enough
                 return self.finish(remaining, "not run", f"not run: {g.import_hang}")
             focus = self.exercise if g.mode == "isolated" else None
-            withheld = sandbox.Withheld(exercise=focus, names=self.names) if focus else None
+            withheld = sandbox.Withheld.answer(focus) if focus else None
             tree = g.tree(withheld)
             # On a GPU, only what needs one runs there: graded tests run on the simulator,
             # as the references' recorded comparisons were made (and traffic is counted).

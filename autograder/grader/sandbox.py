@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config
+from .manifest import exercises
 
 ROOT = config.ROOT
 PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECCOMP = 36, 38, 24, 22
@@ -207,30 +208,78 @@ def _ignore(folder: str, names: list[str]) -> set[str]:
             or n.endswith((".pyc", ".so", ".nbi", ".nbc"))}  # fmt: skip
 
 
-def withhold(source: str, names: set[str], ex_id: str) -> str:
-    """``source`` with the bodies of functions ``names`` replaced by a refusal."""
+def _binds(stmt: ast.stmt) -> set[str]:
+    """The module-level names a top-level statement defines (imports are not answers: none)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+
+def _uses(stmt: ast.stmt) -> set[str]:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+
+
+def withhold(source: str, ex_id: str, stubs: dict[str, str]) -> tuple[str, set[str]]:
+    """``source`` (one reference module) without the code of exercise ``ex_id``'s answer.
+
+    ``stubs`` maps every exercise's reference name in the module to its id. Exercise
+    ``ex_id`` owns its reference and every helper it reaches (transitively) without
+    passing through another exercise's reference: all of it is deleted, not emptied, so
+    neither its source nor its bytecode is in the module. What uses a deleted helper is
+    deleted too; a deleted exercise's reference is bound to the learner's own function
+    (``REGISTRY[id].stub``), so its calls run the learner's code. Returns the new source
+    and the ids of the exercises whose references were deleted."""
     tree = ast.parse(source)
+    binds = [_binds(s) for s in tree.body]
+    uses = [_uses(s) for s in tree.body]
+    defined = set().union(*binds)
+    name = next(n for n, i in stubs.items() if i == ex_id)
+    if name not in defined:  # another part of the chapter
+        return source, set()
+    owned, frontier = set(), [name]
+    while frontier:  # the answer: its reference and the helpers only reached through it
+        n = frontier.pop()
+        if n in owned:
+            continue
+        owned.add(n)
+        for b, u in zip(binds, uses):
+            if n in b:
+                frontier += [m for m in u & defined if m not in stubs or m == n]
+    gone, grew = set(owned), True
+    while grew:  # and what cannot run without a deleted helper
+        grew = False
+        for b, u in zip(binds, uses):
+            if b and not b <= gone and u & (gone - set(stubs)):
+                gone |= b
+                grew = True
     lines = source.splitlines(keepends=True)
-    for fn in sorted((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names),
-                     key=lambda n: -n.lineno):  # fmt: skip
-        start = fn.body[0].lineno - 1
-        if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant):
-            start = fn.body[0].end_lineno  # keep the docstring
-        indent = " " * fn.body[0].col_offset
-        lines[start : fn.end_lineno] = [
-            f"{indent}raise NotImplementedError('reference of Exercise {ex_id} is withheld "
-            "while it is graded')\n"
-        ]
-    return "".join(lines)
+    for stmt, b in sorted(zip(tree.body, binds), key=lambda sb: -sb[0].lineno):
+        if b & gone:
+            first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+            lines[first - 1 : stmt.end_lineno] = []
+    bound = sorted(n for n in gone if n in stubs)
+    if bound:
+        lines.append(f"\n\n# withheld while Exercise {ex_id} is graded: these run the learner's code\n")
+        lines.append("from minitorch.exercises import REGISTRY as _REGISTRY  # noqa: E402\n\n")
+        lines += [f"{n} = _REGISTRY[{stubs[n]!r}].stub\n" for n in bound]
+    return "".join(lines), {stubs[n] for n in bound}
 
 
 @dataclass(frozen=True)
 class Withheld:
-    """References a tree leaves out: whole chapters (a lab), or some functions of one."""
+    """References a tree leaves out: whole chapters (a lab), or one exercise's answer
+    (:func:`withhold`); ``names``: (reference name, id) of every exercise."""
 
     chapters: frozenset = frozenset()
     exercise: str | None = None
     names: frozenset = frozenset()
+
+    @classmethod
+    def answer(cls, ex_id: str) -> Withheld:
+        return cls(exercise=ex_id, names=frozenset((i.name, i.id) for i in exercises().values()))
 
 
 def build_tree(package: Path, references: bool, withheld: Withheld = Withheld(),
@@ -258,8 +307,9 @@ def build_tree(package: Path, references: bool, withheld: Withheld = Withheld(),
                 if chapter in withheld.chapters:
                     continue
                 text = path.read_text(encoding="utf-8")
-                if withheld.exercise and chapter == int(withheld.exercise.split(".")[0]):
-                    text = withhold(text, set(withheld.names), withheld.exercise)
+                stubs = {n: i for n, i in withheld.names if i.split(".")[0] == str(chapter)}
+                if withheld.exercise and withheld.exercise in stubs.values():
+                    text = withhold(text, withheld.exercise, stubs)[0]
                 (ref / name).write_text(text, encoding="utf-8")
         (tree / "pytest.ini").write_text(INI)
         for path in [tree, *tree.rglob("*")]:  # readable by a child of another user, not writable
