@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import importlib
 import inspect
 import types
@@ -37,7 +38,7 @@ def fingerprint(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     body = list(fn.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
-    if sum(1 for stmt in body for _ in ast.walk(stmt)) < SMALL:
+    if sum(not isinstance(n, ast.expr_context) for stmt in body for n in ast.walk(stmt)) < SMALL:
         return None
     bare = ast.FunctionDef(name="f", args=copy.deepcopy(fn.args), body=copy.deepcopy(body),
                            decorator_list=[], returns=None)  # fmt: skip
@@ -69,6 +70,7 @@ def code_prints(source: str, filename: str = "<source>") -> dict[bytes, str]:
             if not c.co_name.startswith("<") and len(c.co_code) >= 4 * SMALL}  # fmt: skip
 
 
+@functools.cache
 def exercise_names() -> dict[str, str]:
     """Reference name -> exercise id, per chapter: ``{"8:align": "8.3", ...}``."""
     from autograder.grader.manifest import exercises

@@ -118,13 +118,14 @@ def run_items(items: list[Item], grading: Grading, per_exercise: bool | None = N
             )
             progress(item.nodeid, results[item.nodeid])
     groups: dict[str | None, list[Item]] = defaultdict(list)
+    names = sandbox.Withheld.names_of(info)
     if per_exercise is None:
         per_exercise = grading.mode == "isolated"
     for item in items:
         if item.nodeid not in results:
             groups[item.exercise if per_exercise else None].append(item)
     for ex, group in groups.items():
-        session = Session(grading, {i.nodeid: i for i in group}, ex, deadline, progress)
+        session = Session(grading, {i.nodeid: i for i in group}, ex, names, deadline, progress)
         session.run()
         results.update(session.results)
     return gate_benchmarks(results)
@@ -150,6 +151,7 @@ class Session:
     grading: Grading
     by_id: dict[str, Item]
     exercise: str | None
+    names: frozenset  # (reference name, id) of every exercise: what a tree withholds from
     deadline: float
     progress: Callable[[str, Result | None], None]
     results: dict[str, Result] = field(default_factory=dict)
@@ -174,7 +176,7 @@ class Session:
             if g.import_hang:  # it would hang again: one time limit is enough
                 return self.finish(remaining, "not run", f"not run: {g.import_hang}")
             focus = self.exercise if g.mode == "isolated" else None
-            withheld = sandbox.Withheld.answer(focus) if focus else None
+            withheld = sandbox.Withheld(exercise=focus, names=self.names) if focus else None
             tree = g.tree(withheld)
             # On a GPU, only what needs one runs there: graded tests run on the simulator,
             # as the references' recorded comparisons were made (and traffic is counted).

@@ -277,9 +277,13 @@ class Withheld:
     exercise: str | None = None
     names: frozenset = frozenset()
 
+    @staticmethod
+    def names_of(info: dict | None = None) -> frozenset:
+        return frozenset((i.name, i.id) for i in (info or exercises()).values())
+
     @classmethod
-    def answer(cls, ex_id: str) -> Withheld:
-        return cls(exercise=ex_id, names=frozenset((i.name, i.id) for i in exercises().values()))
+    def answer(cls, ex_id: str, info: dict | None = None) -> Withheld:
+        return cls(exercise=ex_id, names=cls.names_of(info))
 
 
 def build_tree(package: Path, references: bool, withheld: Withheld = Withheld(),
