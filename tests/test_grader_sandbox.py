@@ -106,15 +106,18 @@ def third(x):
 def test_withholding_deletes_the_answer_and_every_helper_it_reaches():
     """Issue 41: only the graded function's body was withheld, so a stub importing its
     helpers (``ch8._place``) earned full marks. Now its helpers go too; ``other`` used a
-    deleted helper and ``mine`` is the answer: both are bound to the learner's code."""
+    deleted helper: it runs the learner's code; ``mine``, the answer, refuses."""
     stubs = {"mine": "9.1", "other": "9.2", "third": "9.3"}
     out, bound = sandbox.withhold(MODULE, "9.1", stubs)
     assert bound == {"9.1", "9.2"}
-    assert "_shared" not in out and "_only_mine" not in out and "def mine" not in out
-    assert "def third(x):\n    return mine(x) + 3" in out  # it calls the learner's mine
-    assert "mine = _REGISTRY['9.1'].stub" in out and "other = _REGISTRY['9.2'].stub" in out
+    assert "_shared" not in out and "_only_mine" not in out and "def mine(x)" not in out
+    assert "def third(x):\n    return mine(x) + 3" in out
+    assert "other = _REGISTRY['9.2'].stub" in out
+    refusal = out[out.index("def mine(*args") : out.index("\n\n\nfrom minitorch.exercises")]
+    with pytest.raises(NotImplementedError, match="Exercise 9.1 is withheld"):
+        exec(refusal + "\nmine(1)\n", {})
     out, bound = sandbox.withhold(MODULE, "9.3", stubs)  # it owns no helper: the rest stays
-    assert bound == {"9.3"} and "def third" not in out
+    assert bound == {"9.3"} and "def third(x)" not in out
     assert out.startswith(MODULE[: MODULE.index("def third")])
 
 
@@ -127,11 +130,13 @@ def test_a_graded_exercises_helpers_cannot_be_imported_in_its_tree(tmp_path):
     (package / "__init__.py").write_text("")
     tree = sandbox.build_tree(package, True, sandbox.Withheld.answer("8.4"), dest=tmp_path / "t")
     ch8 = (tree / "solutions/reference/ch8.py").read_text()
-    assert "def _place" not in ch8 and "def greedy_by_size" not in ch8 and "def first_fit" not in ch8
+    assert "def _place" not in ch8 and "def first_fit" not in ch8
+    assert "def greedy_by_size(buffers" not in ch8
     assert "def align" in ch8 and "def place_buffers" in ch8
-    assert "greedy_by_size = _REGISTRY['8.4'].stub" in ch8 and "first_fit = _REGISTRY['8.5'].stub" in ch8
+    assert "def greedy_by_size(*args, **kwargs):\n    raise NotImplementedError(" in ch8
+    assert "first_fit = _REGISTRY['8.5'].stub" in ch8
     codegen = sandbox.build_tree(package, True, sandbox.Withheld.answer("7.6"), dest=tmp_path / "u")
-    assert "def loop_strides" not in (codegen / "solutions/reference/ch7_codegen.py").read_text()
+    assert "def loop_strides(shape" not in (codegen / "solutions/reference/ch7_codegen.py").read_text()
     sandbox.remove_tree(tree)
     sandbox.remove_tree(codegen)
 

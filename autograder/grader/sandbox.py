@@ -229,9 +229,9 @@ def withhold(source: str, ex_id: str, stubs: dict[str, str]) -> tuple[str, set[s
     ``ex_id`` owns its reference and every helper it reaches (transitively) without
     passing through another exercise's reference: all of it is deleted, not emptied, so
     neither its source nor its bytecode is in the module. What uses a deleted helper is
-    deleted too; a deleted exercise's reference is bound to the learner's own function
-    (``REGISTRY[id].stub``), so its calls run the learner's code. Returns the new source
-    and the ids of the exercises whose references were deleted."""
+    deleted too: another exercise's reference deleted so is bound to the learner's own
+    function (``REGISTRY[id].stub``), ``ex_id``'s to a refusal (calling its own stub would
+    recurse). Returns the new source and the ids whose references were deleted."""
     tree = ast.parse(source)
     binds = [_binds(s) for s in tree.body]
     uses = [_uses(s) for s in tree.body]
@@ -260,12 +260,16 @@ def withhold(source: str, ex_id: str, stubs: dict[str, str]) -> tuple[str, set[s
         if b & gone:
             first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
             lines[first - 1 : stmt.end_lineno] = []
-    bound = sorted(n for n in gone if n in stubs)
-    if bound:
-        lines.append(f"\n\n# withheld while Exercise {ex_id} is graded: these run the learner's code\n")
-        lines.append("from minitorch.exercises import REGISTRY as _REGISTRY  # noqa: E402\n\n")
-        lines += [f"{n} = _REGISTRY[{stubs[n]!r}].stub\n" for n in bound]
-    return "".join(lines), {stubs[n] for n in bound}
+    lines += [
+        f"\n\n# withheld while Exercise {ex_id} is graded; the others here run the learner's code\n"
+        f"def {name}(*args, **kwargs):\n"
+        f"    raise NotImplementedError('reference of Exercise {ex_id} is withheld while it is graded')\n"
+    ]
+    others = sorted(n for n in gone if n in stubs and n != name)
+    if others:
+        lines.append("\n\nfrom minitorch.exercises import REGISTRY as _REGISTRY  # noqa: E402\n\n")
+        lines += [f"{n} = _REGISTRY[{stubs[n]!r}].stub\n" for n in others]
+    return "".join(lines), {stubs[n] for n in gone if n in stubs}
 
 
 @dataclass(frozen=True)
