@@ -136,7 +136,9 @@ def test_a_graded_exercises_helpers_cannot_be_imported_in_its_tree(tmp_path):
     assert "def greedy_by_size(*args, **kwargs):\n    raise NotImplementedError(" in ch8
     assert "first_fit = _REGISTRY['8.5'].stub" in ch8
     codegen = sandbox.build_tree(package, True, sandbox.Withheld.answer("7.6"), dest=tmp_path / "u")
-    assert "def loop_strides(shape" not in (codegen / "solutions/reference/ch7_codegen.py").read_text()
+    assert (
+        "def loop_strides(shape" not in (codegen / "solutions/reference/ch7_codegen.py").read_text()
+    )
     sandbox.remove_tree(tree)
     sandbox.remove_tree(codegen)
 
