@@ -28,6 +28,10 @@ TARGETS = {  # exercise: (file, its stub's body, the call that replaces it)
             'raise NotImplementedError("Exercise 1.3: strides_from_shape")', "return attack(shape)"),
     "1.7": ("minitorch/tensor/views.py", 'raise NotImplementedError("Exercise 1.7: reshape_view")',
             "return attack(shape, strides, new_shape)"),
+    "8.2": ("minitorch/memory/planner.py", 'raise NotImplementedError("Exercise 8.2: lower_bound")',
+            "return attack(buffers, alignment)"),
+    "8.4": ("minitorch/memory/planner.py",
+            'raise NotImplementedError("Exercise 8.4: greedy_by_size")', "return attack(buffers, alignment)"),
     "1.12": ("minitorch/tensor/loops.py",
              'raise NotImplementedError("Exercise 1.12: map_contiguous")', "return attack(fn, out, a)"),
 }  # fmt: skip
