@@ -143,6 +143,13 @@ def test_a_graded_exercises_helpers_cannot_be_imported_in_its_tree(tmp_path):
     sandbox.remove_tree(codegen)
 
 
+def test_only_8_4_and_8_5_share_an_answers_helper():
+    """Which references go with another exercise's answer (the report names them)."""
+    names = sandbox.Withheld.names_of()
+    shared = {i: sandbox.shared_with(i, names) for _, i in names}
+    assert {i: s for i, s in shared.items() if s} == {"8.4": {"8.5"}, "8.5": {"8.4"}}
+
+
 def test_no_grading_tree_holds_the_answer_it_grades(tmp_path):
     """Every exercise's tree, every file a child can import (the references left, the graded
     tests, the child side of the grader): no function whose body, renamed, or bytecode is the

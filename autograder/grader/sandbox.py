@@ -272,6 +272,24 @@ def withhold(source: str, ex_id: str, stubs: dict[str, str]) -> tuple[str, set[s
     return "".join(lines), {stubs[n] for n in gone if n in stubs}
 
 
+def _reference_files(chapter: int) -> list[Path]:
+    return [p for p in sorted((ROOT / "solutions" / "reference").glob("ch*.py"))
+            if int(p.name[2:].split("_")[0].split(".")[0]) == chapter]  # fmt: skip
+
+
+def shared_with(ex_id: str, names: frozenset) -> set[str]:
+    """The other exercises whose references go with ``ex_id``'s answer (they use a helper it
+    owns): while ``ex_id`` is graded officially, they run the learner's code."""
+    chapter = ex_id.split(".")[0]
+    stubs = {n: i for n, i in names if i.split(".")[0] == chapter}
+    if ex_id not in stubs.values():
+        return set()
+    found = set()
+    for path in _reference_files(int(chapter)):
+        found |= withhold(path.read_text(encoding="utf-8"), ex_id, stubs)[1]
+    return found - {ex_id}
+
+
 @dataclass(frozen=True)
 class Withheld:
     """References a tree leaves out: whole chapters (a lab), or one exercise's answer
@@ -311,7 +329,7 @@ def build_tree(package: Path, references: bool, withheld: Withheld = Withheld(),
             (tree / "solutions" / "__init__.py").write_text("")
             for path in sorted((ROOT / "solutions" / "reference").glob("ch*.py")):
                 name = path.name
-                chapter = int(name[2:].split("_")[0].split(".")[0])
+                chapter = int(name[2:].split("_")[0].split(".")[0])  # ch7_codegen.py: 7
                 if chapter in withheld.chapters:
                     continue
                 text = path.read_text(encoding="utf-8")
