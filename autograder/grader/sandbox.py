@@ -19,7 +19,8 @@ unprivileged user, in a world of its own (:func:`official_preexec`):
   the parent's CPU clock of the child is the CPU time of all its work;
 * resource limits (:data:`config.LIMITS`).
 
-The references, the oracle, the grader, the results and the other children's
+The graded exercise's answer (its reference and the helpers it reaches:
+:func:`withhold`), the oracle, the grader, the results and the other children's
 folders are not in that world, whatever their permissions on the host. When
 the machine cannot provide it (not root, no such user and no ``useradd``, no
 namespaces, an architecture without the seccomp filter), official grading
