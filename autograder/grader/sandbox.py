@@ -241,7 +241,7 @@ def withhold(source: str, ex_id: str, stubs: dict[str, str]) -> tuple[str, set[s
     if name not in defined:  # another part of the chapter
         return source, set()
     owned, frontier = set(), [name]
-    while frontier:  # the answer: its reference and the helpers only reached through it
+    while frontier:  # the answer: its reference and what it reaches but other references
         n = frontier.pop()
         if n in owned:
             continue
@@ -262,32 +262,37 @@ def withhold(source: str, ex_id: str, stubs: dict[str, str]) -> tuple[str, set[s
             first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
             lines[first - 1 : stmt.end_lineno] = []
     lines += [
-        f"\n\n# withheld while Exercise {ex_id} is graded; the others here run the learner's code\n"
+        f"\n\n# withheld while Exercise {ex_id} is graded\n"
         f"def {name}(*args, **kwargs):\n"
         f"    raise NotImplementedError('reference of Exercise {ex_id} is withheld while it is graded')\n"
     ]
     others = sorted(n for n in gone if n in stubs and n != name)
     if others:
-        lines.append("\n\nfrom minitorch.exercises import REGISTRY as _REGISTRY  # noqa: E402\n\n")
+        lines.append(
+            "\n\n# they used its helpers: the learner's code runs instead\n"
+            "from minitorch.exercises import REGISTRY as _REGISTRY  # noqa: E402\n\n"
+        )
         lines += [f"{n} = _REGISTRY[{stubs[n]!r}].stub\n" for n in others]
     return "".join(lines), {stubs[n] for n in gone if n in stubs}
 
 
-def _reference_files(chapter: int) -> list[Path]:
-    return [p for p in sorted((ROOT / "solutions" / "reference").glob("ch*.py"))
-            if int(p.name[2:].split("_")[0].split(".")[0]) == chapter]  # fmt: skip
+def _chapter(path: Path) -> int:
+    return int(path.name[2:].split("_")[0].split(".")[0])  # ch7_codegen.py: 7
+
+
+def _stubs(names: frozenset, chapter: int) -> dict[str, str]:
+    """Reference name -> id of chapter ``chapter``'s exercises."""
+    return {n: i for n, i in names if i.split(".")[0] == str(chapter)}
 
 
 def shared_with(ex_id: str, names: frozenset) -> set[str]:
     """The other exercises whose references go with ``ex_id``'s answer (they use a helper it
     owns): while ``ex_id`` is graded officially, they run the learner's code."""
-    chapter = ex_id.split(".")[0]
-    stubs = {n: i for n, i in names if i.split(".")[0] == chapter}
-    if ex_id not in stubs.values():
-        return set()
-    found = set()
-    for path in _reference_files(int(chapter)):
-        found |= withhold(path.read_text(encoding="utf-8"), ex_id, stubs)[1]
+    chapter = int(ex_id.split(".")[0])
+    stubs, found = _stubs(names, chapter), set()
+    for path in sorted((ROOT / "solutions" / "reference").glob("ch*.py")):
+        if _chapter(path) == chapter and ex_id in stubs.values():
+            found |= withhold(path.read_text(encoding="utf-8"), ex_id, stubs)[1]
     return found - {ex_id}
 
 
@@ -329,15 +334,13 @@ def build_tree(package: Path, references: bool, withheld: Withheld = Withheld(),
             ref.mkdir(parents=True)
             (tree / "solutions" / "__init__.py").write_text("")
             for path in sorted((ROOT / "solutions" / "reference").glob("ch*.py")):
-                name = path.name
-                chapter = int(name[2:].split("_")[0].split(".")[0])  # ch7_codegen.py: 7
-                if chapter in withheld.chapters:
+                if _chapter(path) in withheld.chapters:
                     continue
                 text = path.read_text(encoding="utf-8")
-                stubs = {n: i for n, i in withheld.names if i.split(".")[0] == str(chapter)}
-                if withheld.exercise and withheld.exercise in stubs.values():
+                stubs = _stubs(withheld.names, _chapter(path))
+                if withheld.exercise in stubs.values():
                     text = withhold(text, withheld.exercise, stubs)[0]
-                (ref / name).write_text(text, encoding="utf-8")
+                (ref / path.name).write_text(text, encoding="utf-8")
         (tree / "pytest.ini").write_text(INI)
         for path in [tree, *tree.rglob("*")]:  # readable by a child of another user, not writable
             if not path.is_symlink():
