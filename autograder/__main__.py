@@ -167,6 +167,17 @@ def grade(args, console: Console, out: Path, results: list, grading: Grading) ->
     if mode == "isolated" and missing:
         console.print(f"[yellow]The references of chapter(s) {missing} are not in this repository: "
                       "in isolated grading their exercises run your own code.[/]")  # fmt: skip
+    shared = {}  # official grading withholds a shared helper with both exercises' references
+    if args.official:
+        names = sandbox.Withheld.names_of()
+        for ex in sorted({t.exercise for _, tests, _ in plan for t in tests},
+                         key=manifest.exercise_sort_key):  # fmt: skip
+            others = sorted(sandbox.shared_with(ex, names), key=manifest.exercise_sort_key)
+            if others:
+                shared[ex] = others
+                console.print(f"[yellow]While {ex} is graded, {', '.join(others)} run(s) your own "
+                              f"code: its reference shares code with {ex}'s answer, which is "
+                              "withheld.[/]")  # fmt: skip
     broken = grading.problems
     if broken:
         console.print("[red bold]Problems with your files[/] (what they define scores 0; "
@@ -216,7 +227,8 @@ def grade(args, console: Console, out: Path, results: list, grading: Grading) ->
     seconds = time.monotonic() - start
     write_results_json(results, out, seconds, {"mode": mode, "official": args.official,
                                                "chapters": chapters, "problems": broken,
-                                               "references_missing": missing})  # fmt: skip
+                                               "references_missing": missing,
+                                               "run_as_yours": shared})  # fmt: skip
     print_report(results, manifest.exercises(), console, f"Total for {who}",
                  official=args.official)  # fmt: skip
     console.print(f"[dim]results.json written to {out} ({seconds:.0f} s)[/]")

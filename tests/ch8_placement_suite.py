@@ -100,8 +100,28 @@ def synthetic() -> dict:
     return out
 
 
-def write() -> None:
-    suite = {**real(), **synthetic()}
+ALIGNMENTS = (64, 16)  # test_place_never_worse_than_greedy_by_size grades at both
+
+
+def measures(suite: dict) -> dict:
+    """``{alignment: {name: (lower bound, greedy by size's arena)}}`` by the references (8.2,
+    8.4). The graded tests read these: computing them there would put those answers in the
+    learner's repository."""
+    from minitorch.memory import Buffer
+    from solutions.reference.ch8 import greedy_by_size, lower_bound
+
+    out = {}
+    for a in ALIGNMENTS:
+        out[a] = {}
+        for name, lives in suite.items():
+            bs = [Buffer(k + 1, n, np.dtype("float32"), s, e, [k + 1])
+                  for k, (s, e, n) in enumerate(lives)]  # fmt: skip
+            out[a][name] = (lower_bound(bs, a), greedy_by_size(bs, a))
+    return out
+
+
+def write(suite: dict | None = None) -> None:
+    suite = suite or {**real(), **synthetic()}
     lines = [
         '"""The buffer sets exercise 8.9 is graded on: ``{name: [(start, end, nbytes), ...]}``.',
         "",
@@ -123,6 +143,12 @@ def write() -> None:
             row += item
         lines.append(row)
         lines.append("    ],")
+    lines += ["}", "", "# {alignment: {name: (lower bound, greedy by size's arena)}}, by the references",
+              "MEASURES = {"]  # fmt: skip
+    for a, rows in measures(suite).items():
+        lines.append(f"    {a}: {{")
+        lines += [f"        {name!r}: {pair!r}," for name, pair in rows.items()]
+        lines.append("    },")
     lines += ["}", "# fmt: on", ""]
     OUT.write_text("\n".join(lines))
     print(f"wrote {OUT}: " + ", ".join(f"{k} ({len(v)})" for k, v in suite.items()))

@@ -222,3 +222,12 @@ def test_chapter5_programs_same_with_and_without_arena(prog):
                 assert a.dtype == b.dtype
                 np.testing.assert_array_equal(a.numpy(), b.numpy())
         assert check_assignment(planned.memory_plan().buffers) == []
+
+
+def test_the_placement_suites_frozen_measures_are_the_references():
+    """8.9's graded tests read each set's lower bound and greedy arena instead of computing
+    them (that would be 8.2's and 8.4's answers in the release): they must stay the references'."""
+    from autograder.tests.ch8.placement_suite import MEASURES, SUITE
+    from tests.ch8_placement_suite import measures
+
+    assert MEASURES == measures(SUITE)

@@ -30,6 +30,10 @@ TARGETS = {  # exercise: (file, its stub's body, the call that replaces it)
             'raise NotImplementedError("Exercise 1.3: strides_from_shape")', "return attack(shape)"),
     "1.7": ("minitorch/tensor/views.py", 'raise NotImplementedError("Exercise 1.7: reshape_view")',
             "return attack(shape, strides, new_shape)"),
+    "8.2": ("minitorch/memory/planner.py", 'raise NotImplementedError("Exercise 8.2: lower_bound")',
+            "return attack(buffers, alignment)"),
+    "8.4": ("minitorch/memory/planner.py",
+            'raise NotImplementedError("Exercise 8.4: greedy_by_size")', "return attack(buffers, alignment)"),
     "1.12": ("minitorch/tensor/loops.py",
              'raise NotImplementedError("Exercise 1.12: map_contiguous")', "return attack(fn, out, a)"),
 }  # fmt: skip
@@ -184,6 +188,31 @@ def plant_honest(repo: Path, first: str = "") -> None:
     path = repo / "minitorch/tensor/indexing.py"
     stub = 'raise NotImplementedError("Exercise 1.3: strides_from_shape")'
     path.write_text(path.read_text().replace(stub, f"{first}\n    {HONEST}" if first else HONEST))
+
+
+def test_an_exercise_sharing_the_graded_answers_helper_runs_your_code_and_says_so(repo):
+    """8.4's and 8.5's references share ``_place``: withheld with 8.4's answer, it takes 8.5's
+    reference with it. A learner with 8.4 right and 8.5 not done loses the 8.4 test that runs
+    8.5 (``plan_memory``), and the report says why."""
+    import ast
+
+    from tests.install_references import install
+
+    sub = repo / "sub"
+    install(sub)
+    path = sub / "minitorch/memory/planner.py"
+    text = path.read_text()
+    fn = next(n for n in ast.parse(text).body if getattr(n, "name", "") == "first_fit")
+    lines = text.splitlines(keepends=True)
+    lines[fn.body[0].end_lineno : fn.end_lineno] = [
+        '    raise NotImplementedError("Exercise 8.5")\n'
+    ]
+    path.write_text("".join(lines))
+    data = grade(sub, "--exercise", "8.4")
+    assert data["extra_data"]["run_as_yours"] == {"8.4": ["8.5"]}
+    assert "While 8.4 is graded, 8.5 run(s) your own code" in data["stdout"]
+    passed = [t["name"] for t in data["tests"] if t["status"] == "passed"]
+    assert len(passed) == 3 and "8.4 test_models_within_five_percent_of_the_bound" not in passed
 
 
 def test_planting_a_correct_answer_earns_full_marks(repo):

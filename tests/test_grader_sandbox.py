@@ -79,31 +79,111 @@ def test_learner_text_is_cut_and_its_control_characters_escaped():
     assert clean("é → ok", 100) == "é → ok"
 
 
-def test_withheld_reference_keeps_signature_and_docstring():
-    src = 'def f(x):\n    """Doc."""\n    return x\n\n\ndef g(y):\n    return f(y)\n'
-    out = sandbox.withhold(src, {"f"}, "1.3")
-    ns = {}
-    exec(out, ns)
-    assert ns["f"].__doc__ == "Doc."
-    with pytest.raises(NotImplementedError, match="withheld"):
-        ns["g"](1)
+MODULE = """from minitorch import thing
 
 
-def test_a_reference_in_a_chapters_second_module_is_withheld_too(tmp_path):
-    """The issue's attack: a 7.6 stub calling ``solutions.reference.ch7_codegen.loop_strides``
-    scored full marks when only ``ch7.py`` was withheld. Every module of the chapter is."""
+def _shared(x):
+    return x + 1
+
+
+def _only_mine(x):
+    return _shared(x) * 2
+
+
+def mine(x):
+    \"\"\"Doc.\"\"\"
+    return _only_mine(x) + other(x)
+
+
+def other(x):
+    return _shared(x) - 1
+
+
+def third(x):
+    return mine(x) + 3
+"""
+
+
+def test_withholding_deletes_the_answer_and_every_helper_it_reaches():
+    """Issue 41: only the graded function's body was withheld, so a stub importing its
+    helpers (``ch8._place``) earned full marks. Now its helpers go too; ``other`` used a
+    deleted helper: it runs the learner's code; ``mine``, the answer, refuses."""
+    stubs = {"mine": "9.1", "other": "9.2", "third": "9.3"}
+    out, bound = sandbox.withhold(MODULE, "9.1", stubs)
+    assert bound == {"9.1", "9.2"}
+    assert "_shared" not in out and "_only_mine" not in out and "def mine(x)" not in out
+    assert "def third(x):\n    return mine(x) + 3" in out
+    assert "other = _REGISTRY['9.2'].stub" in out
+    refusal = out[out.index("def mine(*args") : out.index("\n\n\n# they used")]
+    with pytest.raises(NotImplementedError, match="Exercise 9.1 is withheld"):
+        exec(refusal + "\nmine(1)\n", {})
+    out, bound = sandbox.withhold(MODULE, "9.3", stubs)  # it owns no helper: the rest stays
+    assert bound == {"9.3"} and "def third(x)" not in out
+    assert out.startswith(MODULE[: MODULE.index("def third")])
+
+
+def test_a_graded_exercises_helpers_cannot_be_imported_in_its_tree(tmp_path):
+    """The issue's attack on 8.4: ``from solutions.reference.ch8 import _place, align``.
+    In 8.4's tree ``_place`` is gone; 8.5 (which used it) runs the learner's code; the
+    other exercises' references (8.3's ``align``) are there."""
     package = tmp_path / "package"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    tree = sandbox.build_tree(package, True, sandbox.Withheld(exercise="7.6",
-                              names=frozenset({"loop_strides"})), dest=tmp_path / "tree")  # fmt: skip
-    codegen = (tree / "solutions/reference/ch7_codegen.py").read_text()
-    assert "reference of Exercise 7.6 is withheld" in codegen
-    ns: dict = {}
-    exec(compile(codegen, "ch7_codegen.py", "exec"), ns)
-    with pytest.raises(NotImplementedError, match="withheld"):
-        ns["loop_strides"]((2, 3), (3, 1), (2, 3))
+    tree = sandbox.build_tree(package, True, sandbox.Withheld.answer("8.4"), dest=tmp_path / "t")
+    ch8 = (tree / "solutions/reference/ch8.py").read_text()
+    assert "def _place" not in ch8 and "def first_fit" not in ch8
+    assert "def greedy_by_size(buffers" not in ch8
+    assert "def align" in ch8 and "def place_buffers" in ch8
+    assert "def greedy_by_size(*args, **kwargs):\n    raise NotImplementedError(" in ch8
+    assert "first_fit = _REGISTRY['8.5'].stub" in ch8
+    passes = sandbox.build_tree(package, True, sandbox.Withheld.answer("6.11"), dest=tmp_path / "p")
+    ch6 = (passes / "solutions/reference/ch6.py").read_text()
+    assert "_more_patterns" not in ch6 and "_round_trip" not in ch6  # 6.11's one-line stub
+    sandbox.remove_tree(passes)
+    codegen = sandbox.build_tree(package, True, sandbox.Withheld.answer("7.6"), dest=tmp_path / "u")
+    assert (
+        "def loop_strides(shape" not in (codegen / "solutions/reference/ch7_codegen.py").read_text()
+    )
     sandbox.remove_tree(tree)
+    sandbox.remove_tree(codegen)
+
+
+def test_only_8_4_and_8_5_share_an_answers_helper():
+    """Which references go with another exercise's answer (the report names them)."""
+    names = sandbox.Withheld.names_of()
+    shared = {i: sandbox.shared_with(i, names) for _, i in names}
+    assert {i: s for i, s in shared.items() if s} == {"8.4": {"8.5"}, "8.5": {"8.4"}}
+
+
+def test_no_grading_tree_holds_the_answer_it_grades(tmp_path):
+    """Every exercise's tree, every file a child can import (the references left, the graded
+    tests, the child side of the grader): no function whose body, renamed, or bytecode is the
+    exercise's reference or a helper it reaches."""
+    from tests import answer_prints as ap
+
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    names = sandbox.Withheld.names_of()
+    ids = sorted({i for _, i in names})
+    assert len(ids) > 100
+    seen, found = {}, {}
+    for ex in ids:
+        answer = ap.answer_prints(ex)
+        assert answer[0], ex  # something to look for
+        tree = sandbox.build_tree(package, True, sandbox.Withheld(exercise=ex, names=names),
+                                  dest=tmp_path / ex)  # fmt: skip
+        for path in tree.rglob("*"):
+            assert path.suffix not in (".pyc", ".nbi", ".nbc"), path  # no bytecode to read
+            if path.suffix == ".py":
+                text = path.read_text()
+                if text not in seen:
+                    seen[text] = ap.prints(text, str(path))
+                hits = ap.holds(seen[text], answer)
+                if hits:
+                    found[f"{ex} {path.relative_to(tree)}"] = hits
+        sandbox.remove_tree(tree)
+    assert not found, found
 
 
 def test_unknown_pth_files_are_not_loaded():

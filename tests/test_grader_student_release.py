@@ -99,6 +99,35 @@ def test_the_release_holds_no_answer(student):
     assert kept == {"ch1.py"}
 
 
+def test_the_release_holds_no_function_of_an_unreleased_answer(student):
+    """Issue 41: graded tests computed what they judged with an exercise's own algorithm
+    (``test_place._bound`` was 8.2's reference line for line). No function of the release, its
+    code or a notebook's, has the body (renamed) or the bytecode of an unreleased exercise's
+    reference or of a helper it calls."""
+    from tests import answer_prints as ap
+
+    ids = {i for i in ap.exercise_names().values() if int(i.split(".")[0]) not in RELEASED}
+    answers: tuple[dict, dict] = ({}, {})
+    for ex in ids:
+        for mine, theirs in zip(answers, ap.answer_prints(ex)):
+            mine.update(theirs)
+    assert len(answers[0]) > 100
+    leaks = {}
+    for path in student.rglob("*"):
+        if path.suffix == ".py":
+            sources = [path.read_text()]
+        elif path.suffix == ".ipynb":  # each code cell, IPython's magics left out
+            cells = json.loads(path.read_text())["cells"]
+            sources = ["".join(line for line in c["source"] if not line.startswith(("%", "!")))
+                       for c in cells if c["cell_type"] == "code"]  # fmt: skip
+        else:
+            continue
+        found = [h for text in sources for h in ap.holds(ap.prints(text, str(path)), answers)]
+        if found:
+            leaks[str(path.relative_to(student))] = found[:3]
+    assert not leaks, leaks
+
+
 def test_the_release_can_be_made_at_any_point_of_the_term(tmp_path):
     for spec, want in (("", set()), ("1-3,5", {1, 2, 3, 5})):
         assert chapters(spec) == want

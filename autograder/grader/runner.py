@@ -118,13 +118,13 @@ def run_items(items: list[Item], grading: Grading, per_exercise: bool | None = N
             )
             progress(item.nodeid, results[item.nodeid])
     groups: dict[str | None, list[Item]] = defaultdict(list)
+    names = sandbox.Withheld.names_of(info)
     if per_exercise is None:
         per_exercise = grading.mode == "isolated"
     for item in items:
         if item.nodeid not in results:
             groups[item.exercise if per_exercise else None].append(item)
     for ex, group in groups.items():
-        names = frozenset({info[ex].name} if ex in info else ())
         session = Session(grading, {i.nodeid: i for i in group}, ex, names, deadline, progress)
         session.run()
         results.update(session.results)
@@ -151,7 +151,7 @@ class Session:
     grading: Grading
     by_id: dict[str, Item]
     exercise: str | None
-    names: frozenset  # the exercise's function names (withheld from its tree)
+    names: frozenset  # (reference name, id) of every exercise: what a tree withholds from
     deadline: float
     progress: Callable[[str, Result | None], None]
     results: dict[str, Result] = field(default_factory=dict)

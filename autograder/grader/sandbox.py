@@ -21,7 +21,8 @@ its own (:func:`official_popen`, :func:`official_preexec`):
   the parent's CPU clock of the child is the CPU time of all its work;
 * resource limits (:data:`config.LIMITS`).
 
-The references, the oracle, the grader, the results and the other children's
+The graded exercise's answer (its reference and the helpers it reaches:
+:func:`withhold`), the oracle, the grader, the results and the other children's
 folders are not in that world, whatever their permissions on the host; no
 other process is. When the machine cannot provide it (not root, no such user
 and no ``useradd``, every user of the pool taken, no namespaces, an
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config
+from .manifest import exercises
 
 ROOT = config.ROOT
 PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP, PR_SET_SECCOMP = 36, 38, 24, 22
@@ -213,30 +215,109 @@ def _ignore(folder: str, names: list[str]) -> set[str]:
             or n.endswith((".pyc", ".so", ".nbi", ".nbc"))}  # fmt: skip
 
 
-def withhold(source: str, names: set[str], ex_id: str) -> str:
-    """``source`` with the bodies of functions ``names`` replaced by a refusal."""
+def _binds(stmt: ast.stmt) -> set[str]:
+    """The module-level names a top-level statement defines (imports are not answers: none)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+
+def _uses(stmt: ast.stmt) -> set[str]:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+
+
+def withhold(source: str, ex_id: str, stubs: dict[str, str]) -> tuple[str, set[str]]:
+    """``source`` (one reference module) without the code of exercise ``ex_id``'s answer.
+
+    ``stubs`` maps every exercise's reference name in the module to its id. Exercise
+    ``ex_id`` owns its reference and every helper it reaches (transitively) without
+    passing through another exercise's reference: all of it is deleted, not emptied, so
+    neither its source nor its bytecode is in the module. What uses a deleted helper is
+    deleted too: another exercise's reference deleted so is bound to the learner's own
+    function (``REGISTRY[id].stub``), ``ex_id``'s to a refusal (calling its own stub would
+    recurse). Returns the new source and the ids whose references were deleted."""
     tree = ast.parse(source)
+    binds = [_binds(s) for s in tree.body]
+    uses = [_uses(s) for s in tree.body]
+    defined = set().union(*binds)
+    name = next(n for n, i in stubs.items() if i == ex_id)
+    if name not in defined:  # another part of the chapter
+        return source, set()
+    owned, frontier = set(), [name]
+    while frontier:  # the answer: its reference and what it reaches but other references
+        n = frontier.pop()
+        if n in owned:
+            continue
+        owned.add(n)
+        for b, u in zip(binds, uses):
+            if n in b:
+                frontier += [m for m in u & defined if m not in stubs or m == n]
+    gone, grew = set(owned), True
+    while grew:  # and what cannot run without a deleted helper
+        grew = False
+        for b, u in zip(binds, uses):
+            if b and not b <= gone and u & (gone - set(stubs)):
+                gone |= b
+                grew = True
     lines = source.splitlines(keepends=True)
-    for fn in sorted((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names),
-                     key=lambda n: -n.lineno):  # fmt: skip
-        start = fn.body[0].lineno - 1
-        if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant):
-            start = fn.body[0].end_lineno  # keep the docstring
-        indent = " " * fn.body[0].col_offset
-        lines[start : fn.end_lineno] = [
-            f"{indent}raise NotImplementedError('reference of Exercise {ex_id} is withheld "
-            "while it is graded')\n"
-        ]
-    return "".join(lines)
+    for stmt, b in sorted(zip(tree.body, binds), key=lambda sb: -sb[0].lineno):
+        if b & gone:
+            first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+            lines[first - 1 : stmt.end_lineno] = []
+    lines += [
+        f"\n\n# withheld while Exercise {ex_id} is graded\n"
+        f"def {name}(*args, **kwargs):\n"
+        f"    raise NotImplementedError('reference of Exercise {ex_id} is withheld while it is graded')\n"
+    ]
+    others = sorted(n for n in gone if n in stubs and n != name)
+    if others:
+        lines.append(
+            "\n\n# they used its helpers: the learner's code runs instead\n"
+            "from minitorch.exercises import REGISTRY as _REGISTRY  # noqa: E402\n\n"
+        )
+        lines += [f"{n} = _REGISTRY[{stubs[n]!r}].stub\n" for n in others]
+    return "".join(lines), {stubs[n] for n in gone if n in stubs}
+
+
+def _chapter(path: Path) -> int:
+    return int(path.name[2:].split("_")[0].split(".")[0])  # ch7_codegen.py: 7
+
+
+def _stubs(names: frozenset, chapter: int) -> dict[str, str]:
+    """Reference name -> id of chapter ``chapter``'s exercises."""
+    return {n: i for n, i in names if i.split(".")[0] == str(chapter)}
+
+
+def shared_with(ex_id: str, names: frozenset) -> set[str]:
+    """The other exercises whose references go with ``ex_id``'s answer (they use a helper it
+    owns): while ``ex_id`` is graded officially, they run the learner's code."""
+    chapter = int(ex_id.split(".")[0])
+    stubs, found = _stubs(names, chapter), set()
+    for path in sorted((ROOT / "solutions" / "reference").glob("ch*.py")):
+        if _chapter(path) == chapter and ex_id in stubs.values():
+            found |= withhold(path.read_text(encoding="utf-8"), ex_id, stubs)[1]
+    return found - {ex_id}
 
 
 @dataclass(frozen=True)
 class Withheld:
-    """References a tree leaves out: whole chapters (a lab), or some functions of one."""
+    """References a tree leaves out: whole chapters (a lab), or one exercise's answer
+    (:func:`withhold`); ``names``: (reference name, id) of every exercise."""
 
     chapters: frozenset = frozenset()
     exercise: str | None = None
     names: frozenset = frozenset()
+
+    @staticmethod
+    def names_of(info: dict | None = None) -> frozenset:
+        return frozenset((i.name, i.id) for i in (info or exercises()).values())
+
+    @classmethod
+    def answer(cls, ex_id: str, info: dict | None = None) -> Withheld:
+        return cls(exercise=ex_id, names=cls.names_of(info))
 
 
 def build_tree(package: Path, references: bool, withheld: Withheld = Withheld(),
@@ -259,14 +340,13 @@ def build_tree(package: Path, references: bool, withheld: Withheld = Withheld(),
             ref.mkdir(parents=True)
             (tree / "solutions" / "__init__.py").write_text("")
             for path in sorted((ROOT / "solutions" / "reference").glob("ch*.py")):
-                name = path.name
-                chapter = int(name[2:].split("_")[0].split(".")[0])
-                if chapter in withheld.chapters:
+                if _chapter(path) in withheld.chapters:
                     continue
                 text = path.read_text(encoding="utf-8")
-                if withheld.exercise and chapter == int(withheld.exercise.split(".")[0]):
-                    text = withhold(text, set(withheld.names), withheld.exercise)
-                (ref / name).write_text(text, encoding="utf-8")
+                stubs = _stubs(withheld.names, _chapter(path))
+                if withheld.exercise in stubs.values():
+                    text = withhold(text, withheld.exercise, stubs)[0]
+                (ref / path.name).write_text(text, encoding="utf-8")
         (tree / "pytest.ini").write_text(INI)
         for path in [tree, *tree.rglob("*")]:  # readable by a child of another user, not writable
             if not path.is_symlink():

@@ -181,4 +181,40 @@ SUITE = {
         (2, 3, 192), (0, 0, 256), (3, 5, 256), (0, 2, 192),
     ],
 }
+
+# {alignment: {name: (lower bound, greedy by size's arena)}}, by the references
+MEASURES = {
+    64: {
+        'attention forward': (147456, 147456),
+        'MLP training step': (38464, 38464),
+        'CNN training step': (253952, 262144),
+        'TinyGPT training step': (5902336, 6029312),
+        'sandwich': (15296, 15296),
+        'staircase': (18496, 18496),
+        'equal sizes': (16384, 16384),
+        'interleaved A': (2112, 2496),
+        'interleaved B': (3136, 3648),
+        'interleaved C': (1536, 1792),
+        'interleaved D': (1280, 1472),
+        'ragged sizes': (3968, 3968),
+        'textbook': (7936, 7936),
+        "greedy's counterexample": (448, 640),
+    },
+    16: {
+        'attention forward': (147456, 147456),
+        'MLP training step': (38448, 38448),
+        'CNN training step': (253952, 262144),
+        'TinyGPT training step': (5902336, 6029312),
+        'sandwich': (15296, 15296),
+        'staircase': (18496, 18496),
+        'equal sizes': (16384, 16384),
+        'interleaved A': (2112, 2496),
+        'interleaved B': (3136, 3648),
+        'interleaved C': (1536, 1792),
+        'interleaved D': (1280, 1472),
+        'ragged sizes': (3600, 3600),
+        'textbook': (7936, 7936),
+        "greedy's counterexample": (448, 640),
+    },
+}
 # fmt: on

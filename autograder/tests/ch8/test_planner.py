@@ -26,7 +26,6 @@ from minitorch.tracing import Graph
 from .util import (
     F32,
     UNIT,
-    bound,
     buffer_sets,
     compile_program,
     fresh,
@@ -180,16 +179,22 @@ def test_lower_bound_example():
 @settings(max_examples=60)
 @given(buffer_sets(), st.sampled_from([64, 16]))
 def test_lower_bound_random(buffers, alignment):
-    got, want = lower_bound(buffers, alignment), bound(buffers, alignment)
+    # The value is compared with the reference's by the grader (the oracle); computing it
+    # here would put 8.2's answer in the learner's repository. What any answer satisfies:
+    got, sizes = (
+        lower_bound(buffers, alignment),
+        [b.nbytes + -b.nbytes % alignment for b in buffers],
+    )
     check(
-        got == want,
+        isinstance(got, int)
+        and max(sizes, default=0) <= got <= sum(sizes)
+        and got % alignment == 0,
         "8.2",
-        "most aligned bytes live at one step",
+        "most aligned bytes live at one step: at least the largest buffer, at most all of them",
         value=got,
         buffers=buffers,
         alignment=alignment,
         got=got,
-        expected=want,
     )
 
 
@@ -246,7 +251,7 @@ def test_greedy_meets_the_bound_on_the_textbook_example():
         expected=124,
     )
     check(not overlaps(bs), "8.4", "live buffers overlap", buffers=bs, bad=overlaps(bs))
-    check(bound(bs) == 124 * UNIT and no_reuse(fresh(bs)) == 234 * UNIT, "8.4", "example")
+    check(no_reuse(fresh(bs)) == 234 * UNIT, "8.4", "example")
 
 
 @graded("8.4", points=2)
@@ -305,9 +310,11 @@ def test_greedy_random_is_safe_and_tight(buffers, alignment):
         expected=top,
     )
     check(
-        bound(buffers, alignment) <= size <= no_reuse(fresh(buffers), alignment),
+        max((b.nbytes + -b.nbytes % alignment for b in buffers), default=0)
+        <= size
+        <= no_reuse(fresh(buffers), alignment),
         "8.4",
-        "between the lower bound and no reuse",
+        "between the largest buffer and no reuse",
         size=size,
     )
 

