@@ -192,8 +192,9 @@ def plant_honest(repo: Path, first: str = "") -> None:
 
 def test_an_exercise_sharing_the_graded_answers_helper_runs_your_code_and_says_so(repo):
     """8.4's and 8.5's references share ``_place``: withheld with 8.4's answer, it takes 8.5's
-    reference with it. A learner with 8.4 right and 8.5 not done loses the 8.4 test that runs
-    8.5 (``plan_memory``), and the report says why."""
+    reference with it, and the report says so. 8.4's tests never run 8.5 (``plan_memory``
+    computes first-fit's comparison only when read), so 8.4 right and 8.5 not done still
+    earns all of 8.4."""
     import ast
 
     from tests.install_references import install
@@ -212,7 +213,7 @@ def test_an_exercise_sharing_the_graded_answers_helper_runs_your_code_and_says_s
     assert data["extra_data"]["run_as_yours"] == {"8.4": ["8.5"]}
     assert "While 8.4 is graded, 8.5 run(s) your own code" in data["stdout"]
     passed = [t["name"] for t in data["tests"] if t["status"] == "passed"]
-    assert len(passed) == 3 and "8.4 test_models_within_five_percent_of_the_bound" not in passed
+    assert len(passed) == 5 and data["score"] == data["max_score"], passed
 
 
 def test_planting_a_correct_answer_earns_full_marks(repo):
