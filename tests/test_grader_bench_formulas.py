@@ -67,5 +67,7 @@ def test_wasted_time_in_a_learner_side_never_raises_a_figure(item):
     known = item.exercise in PADDABLE
     assert bool(side) == known, (
         f"{item.exercise} {item.name}: slowing the learner's side {side!r} improves "
-        f"{item.formula!r}" if side else f"{item.exercise} is fixed: drop it from PADDABLE"
+        f"{item.formula!r}"
+        if side
+        else f"{item.exercise} is fixed: drop it from PADDABLE"
     )

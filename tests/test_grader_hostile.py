@@ -39,7 +39,10 @@ TARGETS = {  # exercise: (file, its stub's body, the call that replaces it)
     "8.4": ("minitorch/memory/planner.py", 'raise NotImplementedError("Exercise 8.4: greedy_by_size")',
             "return attack(buffers, alignment)"),
 }  # fmt: skip
-PLANTED_WITH = {"1.12": "_slow_map.py", "8.4": "_quadratic_planner.py"}  # what the fixtures build on
+PLANTED_WITH = {
+    "1.12": "_slow_map.py",
+    "8.4": "_quadratic_planner.py",
+}  # what the fixtures build on
 
 
 @pytest.fixture
