@@ -83,7 +83,7 @@ def bench_planning_cost_is_n_log_n(report):
         top = max(b.offset + -(-b.nbytes // 64) * 64 for b in bs)
         check(size == top, "8.4", "greedy_by_size must return the arena size", got=size)
 
-    # A quadratic planner takes seconds at 8000 buffers: it runs out of its CPU time here.
+    # A quadratic planner takes seconds at 8000 buffers: its figure is in the hundreds.
     t = compare(
         {
             "n1000": lambda: greedy_by_size(small),
