@@ -79,7 +79,7 @@ def bench_planning_cost_is_n_log_n(report):
     small, large = _buffers(1000), _buffers(8000)
 
     def verify(name, size):
-        bs = small if name == "n1000" else large
+        bs = large if name == "n8000" else small
         top = max(b.offset + -(-b.nbytes // 64) * 64 for b in bs)
         check(size == top, "8.4", "greedy_by_size must return the arena size", got=size)
 
