@@ -59,3 +59,4 @@ SCRATCH_BYTES = 1 << 30  # the child's own /tmp, and a benchmark's fresh program
 # --- benchmarks ----------------------------------------------------------------------
 MIN_SAMPLE = 0.01  # CPU seconds a timed sample lasts at least (many calls of a fast side)
 ONE_CALL = 0.005  # a side whose single call takes this long is timed one call per sample
+OUTPUT_LIMIT = 1 << 30  # bytes of a benchmark side's result the parent reads and compares

@@ -68,8 +68,8 @@ def compare(
     (``once``: one call of each, no warm-up: a first call). After each sample
     of a learner side the last call's result goes through ``output`` (one
     function, or one per side; ``None``: not compared), timed on its own (it
-    must read as fast as the course's), and is compared with what the course's
-    own code returns (``tol``); ``verify(name, result)`` may check more
+    must read as fast as the course's), and all of it is compared with what the
+    course's own code returns (``tol``); ``verify(name, result)`` may check more
     (learner sides only). ``constants`` are numbers the ``formula`` may use;
     the parent takes them from the course's own run. ``stateful``: each call
     changes what the next returns (a training step): the course's code replays

@@ -135,8 +135,15 @@ def send_check(how: str, ok: bool = True, actual=None, expected=None, rtol=0.0, 
     emit(**record)
 
 
+_kept: list = [None]  # the last output reported, alive until the parent has read it
+
+
 def send_output(side: str, value) -> None:
-    """A benchmark side's result, for the parent to compare with the grader's."""
+    """A benchmark side's result, for the parent to compare with the grader's: its dtype,
+    shape and address here. The parent reads every byte of it from this process's memory
+    (a result wrong anywhere fails, and reading costs this process nothing)."""
     arr, why = plain(value)
-    emit(event="output", side=side, value=encode(arr, None if arr is None else sample_index(arr.size)),
-         error=why)  # fmt: skip
+    _kept[0] = arr
+    where = None if arr is None else {"dtype": arr.dtype.str, "shape": list(arr.shape),
+                                      "address": int(arr.ctypes.data)}  # fmt: skip
+    emit(event="output", side=side, value=where, error=why)

@@ -36,7 +36,19 @@ TARGETS = {  # exercise: (file, its stub's body, the call that replaces it)
             'raise NotImplementedError("Exercise 8.4: greedy_by_size")', "return attack(buffers, alignment)"),
     "1.12": ("minitorch/tensor/loops.py",
              'raise NotImplementedError("Exercise 1.12: map_contiguous")', "return attack(fn, out, a)"),
+    "3.2": ("minitorch/fast/kernels.py", 'raise NotImplementedError("Exercise 3.2: tensor_zip")',
+            "return attack(fn, out, out_shape, out_strides, a, a_shape, a_strides, b, b_shape, b_strides)"),
+    "3.4": ("minitorch/fast/kernels.py", 'raise NotImplementedError("Exercise 3.4: matmul_simple")',
+            "return attack(out, a, b)"),
+    "3.6": ("minitorch/fast/kernels.py", 'raise NotImplementedError("Exercise 3.6: matmul")',
+            "return attack(tile, out, a, b)"),
+    "8.4": ("minitorch/memory/planner.py", 'raise NotImplementedError("Exercise 8.4: greedy_by_size")',
+            "return attack(buffers, alignment)"),
 }  # fmt: skip
+PLANTED_WITH = {
+    "1.12": "_slow_map.py",
+    "8.4": "_quadratic_planner.py",
+}  # what the fixtures build on
 
 
 @pytest.fixture
@@ -59,8 +71,8 @@ def plant(repo: Path, attack: str) -> str:
     text = path.read_text()
     assert stub in text
     fixture = (HOSTILE / f"{attack}.py").read_text()
-    if exercise == "1.12":
-        fixture = (HOSTILE / "_slow_map.py").read_text() + "\n\n" + fixture
+    if exercise in PLANTED_WITH:
+        fixture = (HOSTILE / PLANTED_WITH[exercise]).read_text() + "\n\n" + fixture
     path.write_text(text.replace(stub, call) + "\n\n" + fixture)
     return exercise
 
@@ -125,9 +137,11 @@ def test_attack_earns_nothing(repo, attack):
     else:
         data = grade(repo, "--exercise", exercise)
     mine = [t for t in data["tests"] if t["name"].split()[0] == exercise]
-    if attack.startswith("bench_"):  # a slow but correct answer: its tests pass, its benchmark not
-        earned = {t["extra_data"]["kind"]: t["score"] for t in mine}
-        assert earned["benchmark"] == 0, mine
+    if attack.startswith("bench_"):  # a slow but correct answer: its tests pass, its benchmarks not
+        earned = {"test": 0, "benchmark": 0}
+        for t in mine:
+            earned[t["extra_data"]["kind"]] += t["score"]
+        assert earned["benchmark"] == 0 and len(mine) > 1, mine
         assert earned["test"] == 0 if setting(attack, "VOIDS") else earned["test"] > 0, mine
     else:
         assert sum(t["score"] for t in mine) == 0 and mine, mine

@@ -18,11 +18,12 @@ which reports its sides and then does what the parent says
    processes, so its clock is all its work. While G samples, L is stopped: no
    thread of the learner's can slow the baseline. A figure short of full credit
    after the rounds asked for gets up to as many again (load only adds time);
-4. after each of L's samples, compares the result of its last call with G's
-   (for a benchmark that varies its inputs, ``vary``, G computes it for the
-   inputs of that sample, which the parent seeded just before it);
-   reading it is timed too, and what it takes beyond reading G's is added to
-   the sample (a result that computes only when read pays for it there);
+4. after each of L's samples, compares the result of its last call with G's,
+   every value, read from the child's memory (for a benchmark that varies its
+   inputs, ``vary``, G computes it for the inputs of that sample, which the
+   parent seeded just before it); making it plain is timed too, and what it
+   takes beyond G's is added to the sample (a result that computes only when
+   read pays for it there);
 5. computes the decorator's ``formula`` from each side's fastest sample.
 
 A figure without a ``formula`` (memory, traffic) is the one the benchmark
@@ -39,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import config
-from .judge import decide
+from .judge import close, read_array
 from .manifest import Item
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -203,7 +204,9 @@ class Bench:
 
     def _fresh(self, ev: dict, theirs: dict) -> dict[str, list[float]]:
         """Each program in a fresh process of its own (the course's text, not the learner's):
-        first on the course's code for what it must return, then on the learner's, timed."""
+        first on the course's code for what it must return, then on the learner's, checked.
+        A program named in ``baseline`` is timed on the course's code, the others on the
+        learner's (the learner's still runs: a later program may need what it cached)."""
         programs = theirs.get("programs")
         if not isinstance(programs, dict) or ev.get("programs", {}).keys() != programs.keys():
             raise Failed("the benchmark's programs differ from the course's")
@@ -224,7 +227,9 @@ class Bench:
                         expected = self._output(child, name)
                     else:
                         tol = [float(t) for t in sides.get("tol", [1e-5, 1e-6])]
-                        got[name] = [seconds + self._check(child, name, expected, tol)]
+                        seconds += self._check(child, name, expected, tol)
+                    if baseline == (name in self.item.baseline):
+                        got[name] = [seconds]
                     child.send({"do": "done", "samples": {}})
                 finally:
                     self.finish(child)
@@ -258,12 +263,18 @@ class Bench:
                 other.signal(signal.SIGCONT)
 
     def _output(self, child, side: str) -> dict:
-        """The last result of ``side``, made plain; with the CPU seconds that took."""
+        """The last result of ``side``, made plain and read whole from the child's memory;
+        with the CPU seconds that took (read after the copy: work a thread of the child does
+        to finish the result before it is read counts)."""
         before = child.cpu()
         got = self._do(child, "output", side, kind="output")
         if got.get("value") is None:
             raise Failed(f"{side} returned {str(got.get('error'))[:200] or 'nothing'}")
-        return {**got, "seconds": child.cpu() - before}
+        try:
+            array = read_array(child.pid, got["value"])
+        except (ValueError, OSError) as e:
+            raise Failed(f"the result of {side} could not be read: {str(e)[:200]}") from None
+        return {"array": array, "seconds": child.cpu() - before}
 
     def _calibrate(self, child, side: str, warmup: int, min_time: float) -> int:
         """Calls per sample: one for a side whose call lasts :data:`config.ONE_CALL` (every
@@ -286,8 +297,7 @@ class Bench:
         longer reading it took than reading the course's (charged to the sample: a result
         that computes when read pays for it there)."""
         got = self._output(child, side)
-        ok, why = decide({"how": "close", "actual": got["value"], "expected": expected["value"],
-                          "rtol": float(tol[0]), "atol": float(tol[1])})  # fmt: skip
+        ok, why = close(got["array"], expected["array"], float(tol[0]), float(tol[1]))
         if not ok:
             raise Failed(f"{side} returned a wrong result while timed: {why}")
         self._do(child, "verify", side)

@@ -15,13 +15,14 @@ import re
 import numpy as np
 
 from .. import config
+from . import sandbox
 
 _DTYPE = re.compile(r"^[<>|=]?[biuf][1248]$")
 TOL_CAP = config.TOL_CAP
 
 
-def decode(d) -> np.ndarray:
-    if not (isinstance(d, dict) and set(d) == {"dtype", "shape", "data"}):
+def _header(d, keys: set) -> tuple[np.dtype, list]:
+    if not (isinstance(d, dict) and set(d) == keys):
         raise ValueError("an array record of the wrong form")
     dtype, shape = d["dtype"], d["shape"]
     if not (isinstance(dtype, str) and _DTYPE.match(dtype)):
@@ -30,11 +31,39 @@ def decode(d) -> np.ndarray:
         raise ValueError("an array record with a bad shape")
     if not all(type(n) is int and n >= 0 for n in shape):
         raise ValueError("an array record with a bad shape")
+    return np.dtype(dtype), shape
+
+
+def decode(d) -> np.ndarray:
+    dt, shape = _header(d, {"dtype", "shape", "data"})
     data = base64.b64decode(d["data"], validate=True)
-    dt = np.dtype(dtype)
     if len(data) != math.prod(shape) * dt.itemsize:
         raise ValueError("an array record whose data does not fit its shape")
     return np.frombuffer(data, dtype=dt).reshape(shape)
+
+
+def read_array(pid: int, d) -> np.ndarray:
+    """The whole array a benchmark's child says it holds (``wire.send_output``: dtype, shape,
+    address), read from that process's memory by the parent."""
+    dt, shape = _header(d, {"dtype", "shape", "address"})
+    nbytes = math.prod(shape) * dt.itemsize
+    if not (type(d["address"]) is int and d["address"] > 0) or nbytes > config.OUTPUT_LIMIT:
+        raise ValueError(f"a result of {nbytes} bytes at {str(d['address'])[:20]}")
+    data = sandbox.read_memory(pid, d["address"], nbytes)
+    return np.frombuffer(data, dtype=dt).reshape(shape)
+
+
+def close(actual: np.ndarray, expected: np.ndarray, rtol, atol) -> tuple[bool, str]:
+    """Whether two arrays agree within the (capped) tolerances; why not."""
+    if not all(type(t) in (int, float) and 0 <= t < math.inf for t in (rtol, atol)):
+        return False, "a comparison with a bad tolerance"
+    if actual.shape != expected.shape:
+        return False, f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    rtol, atol = min(rtol, TOL_CAP), min(atol, TOL_CAP)
+    if not np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
+        return False, f"values differ {first_mismatch(actual, expected, rtol, atol)}"
+    return True, ""
 
 
 def short(arr: np.ndarray, limit: int = 160) -> str:
@@ -73,15 +102,6 @@ def decide(rec: dict) -> tuple[bool, str]:
         if rec.get("how") != "close":
             return False, "a check record of unknown kind"
         actual, expected = decode(rec.get("actual")), decode(rec.get("expected"))
-        rtol, atol = rec.get("rtol"), rec.get("atol")
-        if not all(type(t) in (int, float) and 0 <= t < math.inf for t in (rtol, atol)):
-            return False, "a comparison with a bad tolerance"
-        if actual.shape != expected.shape:
-            return False, f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
-        a, e = actual.astype(np.float64), expected.astype(np.float64)
-        rtol, atol = min(rtol, TOL_CAP), min(atol, TOL_CAP)
-        if not np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True):
-            return False, f"values differ {first_mismatch(actual, expected, rtol, atol)}"
-        return True, ""
+        return close(actual, expected, rec.get("rtol"), rec.get("atol"))
     except Exception as e:  # noqa: BLE001 - a record the checks above missed: a failure
         return False, f"an unreadable check record ({type(e).__name__})"

@@ -141,7 +141,8 @@ def greedy_by_size(buffers: list, alignment: int = ALIGNMENT) -> int:
     Example: lives [0,1] 128B, [1,2] 64B, [2,3] 128B -> offsets 0, 128, 0 and size 192.
 
     Graded: the cost must grow like n log n in the number of buffers (full credit:
-    8000 short-lived buffers take at most 16x the time of 1000; quadratic is 64x).
+    8000 short-lived buffers take at most 30x the time the course's planner takes for
+    1000; it takes about 12x, a quadratic planner hundreds).
     """
     raise NotImplementedError("Exercise 8.4: greedy_by_size")
 

@@ -161,6 +161,7 @@ def bench_matmul_simple_vs_textbook_order(report):
             rounds=5,
             verify=verify,
             tol=(1e-4, 1e-3),
+            vary=perturb(an, bn),  # a result kept from an earlier call is then wrong
         )
     report(**t.figures_ms())
 
@@ -334,11 +335,21 @@ _FIRST_CALL = textwrap.dedent(
 )
 
 
+# The compile (uncached) is timed on the course's code: a learner's first process that burnt
+# CPU raised a ratio of its own two processes. The reference: 3.16 s / 0.049 s = 65. A kernel
+# that is never cached pays its compile in the second process: a textbook loop compiled in
+# 0.5 s (6.3) and none compiles much faster, so the bands sit well above that.
 @benchmark(
-    "3.6", points=1, metric="ratio", bands=[(5.0, 1.0), (2.0, 0.5)], formula="uncached / cached"
+    "3.6",
+    points=1,
+    metric="ratio",
+    bands=[(30.0, 1.0), (15.0, 0.5)],
+    formula="uncached / cached",
+    baseline=("uncached",),
 )
 def bench_cached_first_call(report):
-    """The first ``a @ a`` of a fresh process, compiling (the first process) and loading what
-    it cached (the second): each runs in a process of its own, timed by the grader."""
+    """The first ``a @ a`` of a fresh process: compiling it (the course's code, in a first
+    process) against loading what the learner's first process cached (the second process):
+    each runs in a process of its own, timed by the grader."""
     t = fresh({"uncached": _FIRST_CALL, "cached": _FIRST_CALL})
     report(uncached_s=t.best["uncached"], cached_s=t.best["cached"])
