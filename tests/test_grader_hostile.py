@@ -42,8 +42,6 @@ TARGETS = {  # exercise: (file, its stub's body, the call that replaces it)
             "return attack(out, a, b)"),
     "3.6": ("minitorch/fast/kernels.py", 'raise NotImplementedError("Exercise 3.6: matmul")',
             "return attack(tile, out, a, b)"),
-    "8.4": ("minitorch/memory/planner.py", 'raise NotImplementedError("Exercise 8.4: greedy_by_size")',
-            "return attack(buffers, alignment)"),
 }  # fmt: skip
 PLANTED_WITH = {
     "1.12": "_slow_map.py",
