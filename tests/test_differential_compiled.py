@@ -30,6 +30,14 @@ def _mlp():
     return m
 
 
+def _optimizer(kind, m):
+    if kind == "sgd":
+        return nn.SGD(m.parameters(), lr=0.1)
+    if kind == "momentum":
+        return nn.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    return nn.Adam(m.parameters(), lr=0.01)
+
+
 def _set_global(m, o, env):
     global SCALE
     SCALE = 2.5
@@ -71,11 +79,7 @@ def _run(scenario, mode, backend, steps=6):
     mt.manual_seed(1)
     with mt.use_backend(backend):
         m = _mlp()
-        o = {
-            "sgd": lambda: nn.SGD(m.parameters(), lr=0.1),
-            "momentum": lambda: nn.SGD(m.parameters(), lr=0.1, momentum=0.9),
-            "adam": lambda: nn.Adam(m.parameters(), lr=0.01),
-        }[opt]()
+        o = _optimizer(opt, m)
         env = {"scale": 1.0}
 
         def step(x):
@@ -468,11 +472,7 @@ def _held_run(case, mode, steps=5):
     opt, hold, hold_at, drop_at, zero, x_grad, ret = case
     mt.manual_seed(2)
     m = _mlp()
-    o = {
-        "sgd": lambda: nn.SGD(m.parameters(), lr=0.1),
-        "momentum": lambda: nn.SGD(m.parameters(), lr=0.1, momentum=0.9),
-        "adam": lambda: nn.Adam(m.parameters(), lr=0.01),
-    }[opt]()
+    o = _optimizer(opt, m)
     rng = np.random.default_rng(7)
     x = mt.tensor(rng.standard_normal((5, 3)).astype(np.float32), requires_grad=x_grad)
 
