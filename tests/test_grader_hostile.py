@@ -30,6 +30,8 @@ TARGETS = {  # exercise: (file, its stub's body, the call that replaces it)
             'raise NotImplementedError("Exercise 1.3: strides_from_shape")', "return attack(shape)"),
     "1.7": ("minitorch/tensor/views.py", 'raise NotImplementedError("Exercise 1.7: reshape_view")',
             "return attack(shape, strides, new_shape)"),
+    "2.8": ("minitorch/autograd/backprop.py",
+            'raise NotImplementedError("Exercise 2.8: backpropagate")', "return attack(root, grad)"),
     "8.2": ("minitorch/memory/planner.py", 'raise NotImplementedError("Exercise 8.2: lower_bound")',
             "return attack(buffers, alignment)"),
     "8.4": ("minitorch/memory/planner.py",
@@ -46,6 +48,7 @@ TARGETS = {  # exercise: (file, its stub's body, the call that replaces it)
 PLANTED_WITH = {
     "1.12": "_slow_map.py",
     "8.4": "_quadratic_planner.py",
+    "2.8": "_plain_backprop.py",
 }  # what the fixtures build on
 
 

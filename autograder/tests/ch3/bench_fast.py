@@ -232,6 +232,7 @@ def bench_tile_vs_dot_products(report):
             min_time=0.02,
             verify=verify,
             tol=(1e-4, 1e-3),
+            vary=perturb(an, btn),
         )
     report(**t.figures_ms())
 

@@ -25,7 +25,10 @@ def _mlp_steps(mode):
     steps = []
     for compiled in (False, True):
         model = nn.mlp([64, 128, 10], seed=0)
-        opt = nn.SGD(model, lr=0.05, momentum=0.9)
+        # lr 0.003: consecutive losses differ by 4x the benchmarks' tolerance or more over 600
+        # steps, so a step that skips its update and returns a kept loss is caught at its next
+        # check (at lr 0.05 the loss had settled by step 70, and two steps' agreed to 1e-5)
+        opt = nn.SGD(model, lr=0.003, momentum=0.9)
         step = make_step(model, opt)
         steps.append(minitorch.compile(step, mode=mode) if compiled else step)
     ((x, y),) = batches(0, 1, 32, 64, 10)
