@@ -30,8 +30,6 @@ FIXED = {
     "for any input values",
     "8.4": "the planner's input is a list of buffers, not an array perturb can change; the "
     "offsets it writes stay on the Buffers, so a plan can be kept",
-    "11.3": "a decode step with its cache: not yet varied (its token and cache would need "
-    "changing together)",
 }
 
 
