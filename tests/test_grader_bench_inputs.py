@@ -24,8 +24,6 @@ ITEMS = [i for c in chapters() for i in graded_items(c) if i.kind == "benchmark"
 # Benchmarks that still time one input a kept result is right for (no ``vary``): each a
 # known gap, with why ``perturb`` cannot close it as it is.
 FIXED = {
-    "5.1": "a trace depends on the shapes only: a graph kept from an earlier trace() is right "
-    "for any values, so changing them catches nothing",
     "6.2": "compile() of one fixed graph: a compiled graph kept from an earlier call is right "
     "for any input values",
     "8.4": "the planner's input is a list of buffers, not an array perturb can change; the "
@@ -119,3 +117,20 @@ def test_a_stateful_step_never_returns_an_earlier_loss():
     losses = np.array([eager(x, y).item() for _ in range(600)])
     gap = np.abs(np.diff(losses)) - (atol + rtol * np.abs(losses[1:]))
     assert (gap > 0).all(), f"steps {int(np.argmin(gap))} and after agree within the tolerance"
+
+
+def test_a_trace_kept_from_an_earlier_sample_computes_the_wrong_thing():
+    """5.1 times ``trace()``, whose graph depends on the shapes, not the values: it redraws
+    which op each step records before every sample, so a kept graph is wrong there."""
+    import minitorch
+    from autograder.tests.ch5.bench_tracing import _alternate, _chain, _inputs, _numpy_chain
+    from minitorch.tracing import interpret
+
+    xn, yn, x, y = _inputs(4, 4)
+    kinds = _alternate(400)
+    graph = minitorch.jit(_chain(400, kinds)).trace(x, y)
+    kinds[:] = np.random.default_rng(1).integers(0, 2, len(kinds)).tolist()
+    want = _numpy_chain(400, xn, yn, kinds)
+    assert not np.allclose(interpret(graph, x, y).numpy(), want, rtol=1e-4, atol=1e-5)
+    assert np.allclose(interpret(minitorch.jit(_chain(400, kinds)).trace(x, y), x, y).numpy(),
+                       want, rtol=1e-4, atol=1e-5)  # fmt: skip

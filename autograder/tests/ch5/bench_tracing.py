@@ -15,20 +15,27 @@ from autograder.harness import assert_close, benchmark, check, compare, perturb
 from minitorch.tracing import interpret
 
 
-def _chain(n: int):
-    """A function of ``n`` tiny ops (no constants: the cost is all recording)."""
+def _alternate(n: int) -> list[int]:
+    return [k % 2 for k in range(n // 2)]
+
+
+def _chain(n: int, kinds: list[int] | None = None):
+    """A function of ``n`` tiny ops (no constants: the cost is all recording); ``kinds[k]``
+    says which pair step ``k`` records (read when it runs: a benchmark may change it)."""
+    kinds = _alternate(n) if kinds is None else kinds
 
     def f(x, y):
         for k in range(n // 2):
-            x = (x * y).tanh() if k % 2 else (x + y).relu()
+            x = (x * y).tanh() if kinds[k] else (x + y).relu()
         return x
 
     return f
 
 
-def _numpy_chain(n: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _numpy_chain(n: int, x: np.ndarray, y: np.ndarray, kinds: list[int] | None = None):
+    kinds = _alternate(n) if kinds is None else kinds
     for k in range(n // 2):
-        x = np.tanh(x * y) if k % 2 else np.maximum(x + y, 0)
+        x = np.tanh(x * y) if kinds[k] else np.maximum(x + y, 0)
     return x
 
 
@@ -69,11 +76,20 @@ def _verify(exercise: str, want: dict, ops: dict | None = None, inputs=()):
 def bench_tracing_is_linear(report):
     # small is the course's trace (timed on its code): a learner's, padded, would divide
     # the learner's per-node cost and lower it. So a linear tracer 3x slower per node than
-    # the course's still has full marks, a quadratic one (8x at 400 ops) none.
+    # the course's still has full marks, a quadratic one (8x at 400 ops) none. Which op each
+    # step records is drawn again before every sample: a graph kept from an earlier trace
+    # computes the wrong thing (values alone would not do: a trace depends on shapes).
     xn, yn, x, y = _inputs(4, 4)
-    small, large = minitorch.jit(_chain(50)), minitorch.jit(_chain(400))
+    kinds = {50: _alternate(50), 400: _alternate(400)}
+    small, large = minitorch.jit(_chain(50, kinds[50])), minitorch.jit(_chain(400, kinds[400]))
     n_small, n_large = len(small.trace(x, y)), len(large.trace(x, y))
-    want = {"small": _numpy_chain(50, xn, yn), "large": _numpy_chain(400, xn, yn)}
+
+    def redraw(rng):
+        for k in kinds.values():
+            k[:] = rng.integers(0, 2, len(k)).tolist()
+
+    want = {"small": lambda: _numpy_chain(50, xn, yn, kinds[50]),
+            "large": lambda: _numpy_chain(400, xn, yn, kinds[400])}  # fmt: skip
     ops = {"small": n_small, "large": n_large}
     check(n_large == 8 * n_small, "5.1", f"traces of 50 and 400 ops have {n_small} and {n_large}")
     t = compare(
@@ -83,6 +99,7 @@ def bench_tracing_is_linear(report):
         output=lambda graph: interpret(graph, x, y).numpy(),
         tol=(1e-4, 1e-5),
         constants={"n_small": n_small, "n_large": n_large},
+        vary=redraw,
     )
     report(us_per_node_50=t.best["small"] / n_small * 1e6,
            us_per_node_400=t.best["large"] / n_large * 1e6)  # fmt: skip
