@@ -118,6 +118,36 @@ def grading_uids() -> set[int]:
     return {u.pw_uid for u in pwd.getpwall() if u.pw_name.startswith("minitorch-grader-")}
 
 
+def _held_uids() -> set[int]:
+    """The pool's users an official run holds now (its lock file is locked)."""
+    import fcntl
+    import pwd
+
+    from autograder import config
+
+    held = set()
+    for u in pwd.getpwall():
+        if u.pw_name.startswith(f"{config.GRADER_USER}-"):
+            try:
+                fd = os.open(f"{config.GRADER_LOCKS}/{u.pw_name}.lock", os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: never blocks a run
+            except BlockingIOError:
+                held.add(u.pw_uid)
+            finally:
+                os.close(fd)
+    return held
+
+
+def leftovers() -> list[int]:
+    """Processes of pool users no run holds: what a finished grading left behind (a user
+    another grading on the machine holds now runs that grading's children)."""
+    held = _held_uids()
+    return [p for p in grading_user_processes() if _owner(str(p)) not in held]
+
+
 def grading_user_processes() -> list[int]:
     uids = grading_uids()
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and _owner(p) in uids]
@@ -149,7 +179,7 @@ def test_attack_earns_nothing(repo, attack):
     assert data["extra_data"].get("official") is True
     assert (repo / "results.json").stat().st_size < 400_000
     assert not [t for t in data["stdout"].splitlines() if t.startswith("Total") and "1000" in t]
-    assert not survivors() and not grading_user_processes(), "a process outlived the grader"
+    assert not survivors() and not leftovers(), "a process outlived the grader"
 
 
 def test_markup_is_escaped_and_cut(repo):
@@ -279,7 +309,7 @@ def test_two_runs_at_once_each_grade_their_own_submission(repo, tmp_path):
     hostile, honest = graded["hostile"], graded["honest"]
     assert hostile["score"] == 0, hostile["tests"]
     assert honest["score"] == honest["max_score"] == 2, honest["tests"]
-    left = [p for p in grading_user_processes() if _owner(str(p)) in set.union(*both)]
+    left = [p for p in leftovers() if _owner(str(p)) in set.union(*both)]
     assert not left, "a process outlived the grader"
 
 
