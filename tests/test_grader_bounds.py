@@ -238,21 +238,40 @@ def test_an_import_hang_costs_the_chapter_one_time_limit_labs_included(repo):
     assert took < 150, f"{took:.0f} s: the lab waited out its own limits"
 
 
-@official
-def test_a_flooded_log_does_not_swell_the_grader(repo):
-    """``tests/hostile/log_flood.py`` fills the log to its 256 MiB limit at import and exits: the
-    grader read all of it for the message's last lines (584 MB peak), now only its tail."""
+def measured(repo: Path, attack: str) -> tuple[dict, float, int]:
+    """``attack`` (``tests/hostile/``) graded officially on its own (1.3, 30 s limit): the
+    report, the wall seconds, and the peak memory of the grader or any of its children (kB)."""
     from tests.test_grader_hostile import plant
 
-    plant(repo, "log_flood")
+    plant(repo, attack)
     measure = "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"  # noqa: E501
     cmd = [sys.executable, "-c", measure, sys.executable, "-m", "autograder", "--official",
            "--submission", str(repo), "--json", str(repo / "results.json"), "--exercise", "1.3",
            "--timeout", "30"]  # fmt: skip
     env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "NUMBA_ENABLE_CUDASIM": "1"}
+    start = time.monotonic()
     out = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
-    peak_kb = int(out.stdout.strip().splitlines()[-1])
+    took = time.monotonic() - start
     data = json.loads((repo / "results.json").read_text())
     assert data["tests"] and data["score"] == 0, data
+    return data, took, int(out.stdout.strip().splitlines()[-1])
+
+
+@official
+def test_a_flooded_log_does_not_swell_the_grader(repo):
+    """``tests/hostile/log_flood.py`` fills the log to its 256 MiB limit at import and exits: the
+    grader read all of it for the message's last lines (584 MB peak), now only its tail."""
+    data, _, peak_kb = measured(repo, "log_flood")
     assert data["tests"][0]["output"].startswith("[not run] not run: flood flood")  # its tail
     assert peak_kb < 200_000, f"the grader and its children peaked at {peak_kb >> 10} MB"
+
+
+@official
+def test_a_record_flood_is_cut_not_parsed_to_the_wall_clock_limit(repo):
+    """``tests/hostile/big_record_flood.py`` writes near-limit check records at almost no CPU
+    cost: the parent parsed them until the test's wall-clock limit (94 s at a 30 s limit, 281 s
+    at the default). Past ``config.RECORD_VOLUME`` for one test its results are void (6 s)."""
+    data, took, peak_kb = measured(repo, "big_record_flood")
+    assert "MiB of records for one test" in data["tests"][0]["output"], data["tests"]
+    assert took < 45, f"{took:.0f} s"
+    assert peak_kb < 400_000, f"the grader and its children peaked at {peak_kb >> 10} MB"
