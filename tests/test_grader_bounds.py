@@ -154,6 +154,26 @@ print(json.dumps({{"why": why, "took": time.monotonic() - start, "ran": len(ran)
     assert got["took"] < 60, got
 
 
+def test_a_lab_cell_flooding_its_records_is_cut_at_the_volume_limit():
+    """Near-limit records, each after a ``cell`` record of the same cell: only a cell that
+    starts restarts the count, so the flood is cut at ``config.RECORD_VOLUME`` within seconds."""
+    flood = ("from autograder import wire\\n"
+             "big = 'x' * (3 << 20)\\n"
+             "while True:\\n"
+             "    wire.emit(event='cell', index=0)\\n"
+             "    wire.emit(event='ran', index=10**9, error=big, stderr='', records=[])\\n")  # fmt: skip
+    got = run(
+        f"""
+cells = [{{"source": "{flood}", "grade_id": None}}]
+start = time.monotonic()
+ran, why = labs._run(cells, grading, 1, 600.0)
+print(json.dumps({{"why": why, "took": time.monotonic() - start}}))
+""",
+        timeout=240,
+    )
+    assert "MiB of records for one test or cell" in got["why"], got
+
+
 FORGER = """
 import os, sys
 wire = sys.modules["autograder.wire"]
