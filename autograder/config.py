@@ -23,6 +23,7 @@ CELL_TIMEOUT = 300.0  # wall seconds for one notebook cell
 # --- what travels from a child, and how much of it the parent keeps ---------------------
 MESSAGE_LIMIT = 2000  # characters of a failure message
 RECORD_LIMIT = 4 << 20  # bytes of one record line (two arrays of up to 64k elements)
+RECORD_VOLUME = 64 << 20  # bytes of records one test or lab cell may send (largest: ~35 MiB)
 CHECK_LIMIT = 100_000  # check records one test may send
 SAMPLE = 1 << 12  # larger arrays travel as the same evenly spaced sample of both sides
 TOL_CAP = 0.05  # a test asking for looser tolerances than this gets this

@@ -154,6 +154,26 @@ print(json.dumps({{"why": why, "took": time.monotonic() - start, "ran": len(ran)
     assert got["took"] < 60, got
 
 
+def test_a_lab_cell_flooding_its_records_is_cut_at_the_volume_limit():
+    """Near-limit records, each after a ``cell`` record of the same cell: only a cell that
+    starts restarts the count, so the flood is cut at ``config.RECORD_VOLUME`` within seconds."""
+    flood = ("from autograder import wire\\n"
+             "big = 'x' * (3 << 20)\\n"
+             "while True:\\n"
+             "    wire.emit(event='cell', index=0)\\n"
+             "    wire.emit(event='ran', index=10**9, error=big, stderr='', records=[])\\n")  # fmt: skip
+    got = run(
+        f"""
+cells = [{{"source": "{flood}", "grade_id": None}}]
+start = time.monotonic()
+ran, why = labs._run(cells, grading, 1, 600.0)
+print(json.dumps({{"why": why, "took": time.monotonic() - start}}))
+""",
+        timeout=240,
+    )
+    assert "MiB of records for one test or cell" in got["why"], got
+
+
 FORGER = """
 import os, sys
 wire = sys.modules["autograder.wire"]
@@ -238,21 +258,63 @@ def test_an_import_hang_costs_the_chapter_one_time_limit_labs_included(repo):
     assert took < 150, f"{took:.0f} s: the lab waited out its own limits"
 
 
+MEASURE = """
+import resource, runpy, sys
+sys.argv = ["autograder", *sys.argv[1:]]
+try:
+    runpy.run_module("autograder", run_name="__main__")
+finally:
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+          resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def measured(repo: Path, attack: str) -> tuple[dict, float, int, int]:
+    """``attack`` (``tests/hostile/``) graded officially on its own exercise (30 s limit): the
+    report, the wall seconds, the peak memory of the grader itself and of its largest child
+    (kB)."""
+    from tests.test_grader_hostile import plant
+
+    exercise = plant(repo, attack)
+    cmd = [sys.executable, "-c", MEASURE, "--official", "--submission", str(repo),
+           "--json", str(repo / "results.json"), "--exercise", exercise, "--timeout", "30"]  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "NUMBA_ENABLE_CUDASIM": "1"}
+    start = time.monotonic()
+    out = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    took = time.monotonic() - start
+    data = json.loads((repo / "results.json").read_text())
+    assert data["tests"], data
+    grader_kb, child_kb = map(int, out.stdout.strip().splitlines()[-1].split())
+    return data, took, grader_kb, child_kb
+
+
 @official
 def test_a_flooded_log_does_not_swell_the_grader(repo):
     """``tests/hostile/log_flood.py`` fills the log to its 256 MiB limit at import and exits: the
     grader read all of it for the message's last lines (584 MB peak), now only its tail."""
-    from tests.test_grader_hostile import plant
-
-    plant(repo, "log_flood")
-    measure = "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"  # noqa: E501
-    cmd = [sys.executable, "-c", measure, sys.executable, "-m", "autograder", "--official",
-           "--submission", str(repo), "--json", str(repo / "results.json"), "--exercise", "1.3",
-           "--timeout", "30"]  # fmt: skip
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(repo), "NUMBA_ENABLE_CUDASIM": "1"}
-    out = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
-    peak_kb = int(out.stdout.strip().splitlines()[-1])
-    data = json.loads((repo / "results.json").read_text())
-    assert data["tests"] and data["score"] == 0, data
+    data, _, grader_kb, child_kb = measured(repo, "log_flood")
+    assert data["score"] == 0, data["tests"]
     assert data["tests"][0]["output"].startswith("[not run] not run: flood flood")  # its tail
-    assert peak_kb < 200_000, f"the grader and its children peaked at {peak_kb >> 10} MB"
+    assert max(grader_kb, child_kb) < 200_000, f"peaks: {grader_kb >> 10}, {child_kb >> 10} MB"
+
+
+@official
+def test_a_record_flood_is_cut_not_parsed_to_the_wall_clock_limit(repo):
+    """``tests/hostile/big_record_flood.py`` writes near-limit check records at almost no CPU
+    cost: the parent parsed them until the test's wall-clock limit (94 s at a 30 s limit, 281 s
+    at the default). Past ``config.RECORD_VOLUME`` for one test its results are void (6 s)."""
+    data, took, grader_kb, _ = measured(repo, "big_record_flood")
+    assert data["score"] == 0 and "MiB of records for one test" in data["tests"][0]["output"]
+    assert took < 45, f"{took:.0f} s"
+    assert grader_kb < 200_000, f"the grader peaked at {grader_kb >> 10} MB"
+
+
+@official
+def test_a_huge_benchmark_result_is_not_read_by_the_grader(repo):
+    """``tests/hostile/bench_huge_output.py``: a side's result of 1 GiB where the course's is 4 MB.
+    The parent read all of it before comparing shapes (2.1 GB peak); now it reads a result only
+    in the course's shape (45 MB)."""
+    data, _, grader_kb, _ = measured(repo, "bench_huge_output")
+    bench = next(t for t in data["tests"] if t["extra_data"]["kind"] == "benchmark")
+    assert grader_kb < 300_000, f"the grader peaked at {grader_kb >> 10} MB"
+    assert bench["score"] == 0 and "shape (4096, 32768) of float64" in bench["output"], bench

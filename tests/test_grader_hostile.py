@@ -28,6 +28,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="official grading need
 TARGETS = {  # exercise: (file, its stub's body, the call that replaces it)
     "1.3": ("minitorch/tensor/indexing.py",
             'raise NotImplementedError("Exercise 1.3: strides_from_shape")', "return attack(shape)"),
+    "1.6": ("minitorch/tensor/views.py", 'raise NotImplementedError("Exercise 1.6: permute_view")',
+            "return attack(shape, strides, order)"),
     "1.7": ("minitorch/tensor/views.py", 'raise NotImplementedError("Exercise 1.7: reshape_view")',
             "return attack(shape, strides, new_shape)"),
     "2.8": ("minitorch/autograd/backprop.py",

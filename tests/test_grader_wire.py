@@ -230,3 +230,11 @@ def test_a_benchmark_result_is_read_whole_from_the_childs_memory():
     for bad in ({**where, "address": 0}, {**where, "dtype": "|O"}, {**where, "shape": [1 << 40]}):
         with pytest.raises(ValueError):
             judge.read_array(os.getpid(), bad)
+    # given the course's result, another shape is refused before anything is read
+    like = np.zeros((1 << 10, 1 << 10), dtype=np.float32)
+    assert (
+        judge.read_array(os.getpid(), {**where, "shape": [1 << 10, 1 << 10]}, like).shape
+        == like.shape
+    )
+    with pytest.raises(ValueError, match=r"shape \(1048576,\) of float32, expected \(1024, 1024\)"):
+        judge.read_array(os.getpid(), {**where, "address": 1}, like)  # never read: no such address

@@ -262,8 +262,9 @@ class Bench:
             if other is not None:
                 other.signal(signal.SIGCONT)
 
-    def _output(self, child, side: str) -> dict:
-        """The last result of ``side``, made plain and read whole from the child's memory;
+    def _output(self, child, side: str, like=None) -> dict:
+        """The last result of ``side``, made plain and read whole from the child's memory (only
+        if shaped as ``like``, the course's result, when given: ``judge.read_array``);
         with the CPU seconds that took (read after the copy: work a thread of the child does
         to finish the result before it is read counts)."""
         before = child.cpu()
@@ -271,7 +272,7 @@ class Bench:
         if got.get("value") is None:
             raise Failed(f"{side} returned {str(got.get('error'))[:200] or 'nothing'}")
         try:
-            array = read_array(child.pid, got["value"])
+            array = read_array(child.pid, got["value"], like)
         except (ValueError, OSError) as e:
             raise Failed(f"the result of {side} could not be read: {str(e)[:200]}") from None
         return {"array": array, "seconds": child.cpu() - before}
@@ -296,7 +297,7 @@ class Bench:
         """The last result of a sample of ``side`` against the course's own; returns how much
         longer reading it took than reading the course's (charged to the sample: a result
         that computes when read pays for it there)."""
-        got = self._output(child, side)
+        got = self._output(child, side, expected["array"])
         ok, why = close(got["array"], expected["array"], float(tol[0]), float(tol[1]))
         if not ok:
             raise Failed(f"{side} returned a wrong result while timed: {why}")

@@ -42,11 +42,15 @@ def decode(d) -> np.ndarray:
     return np.frombuffer(data, dtype=dt).reshape(shape)
 
 
-def read_array(pid: int, d) -> np.ndarray:
+def read_array(pid: int, d, like: np.ndarray | None = None) -> np.ndarray:
     """The whole array a benchmark's child says it holds (``wire.send_output``: dtype, shape,
-    address), read from that process's memory by the parent."""
+    address), read from that process's memory by the parent; with ``like`` (the course's
+    result), only if it has that shape: a learner's result costs the parent no more memory
+    than the course's (``_header`` allows up to 8 bytes an element)."""
     dt, shape = _header(d, {"dtype", "shape", "address"})
     nbytes = math.prod(shape) * dt.itemsize
+    if like is not None and tuple(shape) != like.shape:
+        raise ValueError(f"shape {tuple(shape)} of {dt}, expected {like.shape} of {like.dtype}")
     if not (type(d["address"]) is int and d["address"] > 0) or nbytes > config.OUTPUT_LIMIT:
         raise ValueError(f"a result of {nbytes} bytes at {str(d['address'])[:20]}")
     data = sandbox.read_memory(pid, d["address"], nbytes)

@@ -179,7 +179,7 @@ def _run(cells: list[dict], grading, chapter: int, timeout: float) -> tuple[dict
                 index = None  # only the notebook's own cells are kept (memory bounded)
             if ev is not None and index is not None:
                 if ev["event"] == "cell" and index > current:  # a cell's limit starts once
-                    current, cell_start = index, time.monotonic()
+                    current, cell_start, reader.volume = index, time.monotonic(), 0
                 elif ev["event"] == "ran":  # what _outcome reads, cut as the child cuts it
                     records = ev.get("records") if cells[index]["grade_id"] else None
                     ran[index] = {"error": str(ev.get("error") or "")[:1500],

@@ -33,6 +33,7 @@ class Reader:
 
     def __init__(self, child: Child, asked: set[str]):
         self.child, self.asked, self.buffer, self.eof = child, asked, b"", False
+        self.volume = 0  # bytes read since the running test started (a lab: its cell, labs.py)
 
     def next(self, timeout: float) -> dict | None:
         """The next record, or None when none came within ``timeout`` (or the pipe ended)."""
@@ -40,7 +41,14 @@ class Reader:
         while True:
             if b"\n" in self.buffer:
                 line, self.buffer = self.buffer.split(b"\n", 1)
-                return parse(line, self.asked)
+                ev = parse(line, self.asked)
+                # parsing and judging cost the parent more than writing costs the child, whose
+                # CPU clock alone would let it keep the parent busy to its wall-clock limit
+                self.volume = 0 if ev["event"] == "start" else self.volume + len(line)
+                if self.volume > config.RECORD_VOLUME:
+                    raise Forged(f"more than {config.RECORD_VOLUME >> 20} MiB of records for one "
+                                 "test or cell")  # fmt: skip
+                return ev
             if len(self.buffer) > config.RECORD_LIMIT:
                 raise Forged("a record longer than the grader reads")
             left = deadline - time.monotonic()
