@@ -258,14 +258,17 @@ def test_an_import_hang_costs_the_chapter_one_time_limit_labs_included(repo):
     assert took < 150, f"{took:.0f} s: the lab waited out its own limits"
 
 
+# The grader's own peak is VmHWM (this program's memory only): ru_maxrss of RUSAGE_SELF keeps
+# the peak of the process it was started from across exec (pytest's, hundreds of MB late in
+# a full run).
 MEASURE = """
 import resource, runpy, sys
 sys.argv = ["autograder", *sys.argv[1:]]
 try:
     runpy.run_module("autograder", run_name="__main__")
 finally:
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-          resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print(int(hwm.split()[1]), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 """
 
 
@@ -305,7 +308,7 @@ def test_a_record_flood_is_cut_not_parsed_to_the_wall_clock_limit(repo):
     at the default). Past ``config.RECORD_VOLUME`` for one test its results are void (6 s)."""
     data, took, grader_kb, _ = measured(repo, "big_record_flood")
     assert data["score"] == 0 and "MiB of records for one test" in data["tests"][0]["output"]
-    assert took < 45, f"{took:.0f} s"
+    assert took < 60, f"{took:.0f} s"  # the old parent parsed to the wall-clock limit: 3 x 30 s
     assert grader_kb < 200_000, f"the grader peaked at {grader_kb >> 10} MB"
 
 
