@@ -100,8 +100,13 @@ class OpDef:
 
     def checks(self, specs: list[Spec]) -> bool:
         """Must a call on inputs of these specs run ``check`` (a plan then keeps the op
-        out of fused loops and runs it before the kernel)?"""
-        return self.check is not None and (self.check_if is None or self.check_if(*specs))
+        out of fused loops and runs it before the kernel)? Asked without inputs (the op in
+        general), only a check that applies to every input does."""
+        if self.check is None:
+            return False
+        if self.check_if is None:
+            return True
+        return bool(specs) and bool(self.check_if(*specs))
 
     def __repr__(self) -> str:
         return (
