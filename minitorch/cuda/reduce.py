@@ -97,19 +97,35 @@ def block_fold(kind, v, slots, start):
     return v
 
 
+@cuda.jit(device=True)
+def groups(per_warp):
+    """(first row, row step, first column, column step) of this thread when a row takes a warp
+    (``per_warp``) or a block. A row's threads share its index: shuffles and barriers inside
+    the row loop see every lane."""
+    t = cuda.threadIdx.x
+    if per_warp:
+        warps = cuda.blockDim.x // WARP
+        return cuda.blockIdx.x * warps + t // WARP, cuda.gridDim.x * warps, t % WARP, WARP
+    return cuda.blockIdx.x, cuda.gridDim.x, t, cuda.blockDim.x
+
+
+def row_launch(builder, compile_args: tuple, rows: int, cols: int, *args, name: str) -> None:
+    """Launch ``builder(*compile_args, per_warp)``'s kernel over ``rows`` rows of ``cols``: a warp
+    a row up to ``limits().warp_row`` elements, a block a row beyond."""
+    lim = limits()
+    per_warp = cols <= lim.warp_row
+    grid = math.ceil(rows / (lim.threads // WARP)) if per_warp else rows
+    kernel = cb.own_kernel(builder, *compile_args, per_warp)
+    launch(kernel, max(1, min(lim.blocks, grid)), lim.threads, *args, name=name)
+
+
 def _rows_kernel(kind, dtype, per_warp):
     nbtype = cb.numba_type(dtype)
 
     def kernel(out, x, offset, rows, parts, length, chunk, start):
         # row r = (a, p): chunk p of segment a, elements [p * chunk, min(length, (p+1) * chunk))
         slots = cuda.shared.array(WARP, nbtype)
-        t = cuda.threadIdx.x
-        if per_warp:
-            warps = cuda.blockDim.x // WARP
-            r, step = cuda.blockIdx.x * warps + t // WARP, cuda.gridDim.x * warps
-            first, stride = t % WARP, WARP
-        else:
-            r, step, first, stride = cuda.blockIdx.x, cuda.gridDim.x, t, cuda.blockDim.x
+        r, step, first, stride = groups(per_warp)
         while r < rows:  # uniform across a warp (a block): shuffles and barriers see all lanes
             a, p = r // parts, r % parts
             base = offset + a * length + p * chunk
@@ -206,12 +222,8 @@ def _fold_rows(kind, start, x, offset, nrows, length, out) -> None:
     parts = max(1, min(lim.blocks // nrows, length // (8 * lim.threads)))
     chunk = math.ceil(length / parts)
     target = out if parts == 1 else cuda.device_array(nrows * parts, dtype=out.dtype)
-    per_warp = chunk <= lim.warp_row
-    k = cb.own_kernel(_rows_kernel, kind, out.dtype, per_warp)
-    count = nrows * parts
-    grid = math.ceil(count / (lim.threads // WARP)) if per_warp else count
-    launch(k, max(1, min(lim.blocks, grid)), lim.threads, target, x, offset, count, parts,
-           length, chunk, start, name="reduce_rows")  # fmt: skip
+    row_launch(_rows_kernel, (kind, out.dtype), nrows * parts, chunk, target, x, offset, nrows * parts, parts,
+               length, chunk, start, name="reduce_rows")  # fmt: skip
     if parts > 1:  # the second, small launch: each row's partials, in a fixed order
         _fold_rows(kind, start, target, 0, nrows, parts, out)
 

@@ -28,6 +28,7 @@ from ..core.registry import get_op, register_kernel
 from ..tensor.data import TensorData
 from . import backend as cb
 from . import lowering
+from . import reduce as fr
 from .device import MAX_DIMS, index_to_position, to_index
 
 SHORT_ROW = 256 if cb.SIMULATOR else 32  # longest row that one thread folds alone
@@ -139,6 +140,8 @@ def _softmax_kernel(dtype, block):
 
 def softmax(x: TensorData, out, axis: int) -> TensorData:
     """numpy's softmax along ``axis`` (a NaN or +inf in a row, or a row of -inf, gives NaN)."""
+    if _tuned(x, out):
+        return online(x, out, axis, log=False)
     result = cb._empty(out.shape, out.dtype)
     _, o_strides, _, o_step = rows_of(result, axis)
     nrows, cols = count_rows(x, axis), x.shape[axis]
@@ -183,8 +186,105 @@ def _per_row(builder, x: TensorData, out, axis: int, dtype, *extra, name: str) -
 
 @register_kernel("logsumexp", "cuda")
 def logsumexp(x, out, axis, keepdims):
+    if _tuned(x, out):
+        return online(x, out, axis, log=True)
     zero, lowest = out.dtype.type(0), out.dtype.type(-np.inf)
     return _per_row(_logsumexp_kernel, x, out, axis, out.dtype, zero, lowest, name="logsumexp")
+
+
+# ---------------------------------------------------------------- tuned: online softmax
+# Under ``backend.TUNED`` (a real GPU) a row takes a warp or a block (reduce.row_launch) and
+# one pass finds its maximum and the sum of exponentials together (the sum rescaled whenever
+# the maximum grows), combined across lanes with warp shuffles; softmax reads the row once
+# more to write it. Rows of any length, no shared row cache.
+
+
+@cuda.jit(device=True)
+def merge(m, s, m2, s2, zero):
+    """(max, sum of exp(x - max)) of two parts of a row (an element ``v``: ``(v, 1)``) joined.
+    A NaN maximum stays NaN; a part whose maximum is -inf adds nothing (then ``m2 - m`` is NaN
+    or -inf), so a row of -inf keeps ``s == 0``."""
+    if m != m or m2 != m2:
+        return m + m2, s
+    if m2 > m:
+        m, s, m2, s2 = m2, s2, m, s
+    d = m2 - m
+    if d <= zero:
+        s += s2 * math.exp(d)
+    return m, s
+
+
+@cuda.jit(device=True)
+def merge_lanes(m, s, per_warp, slot_m, slot_s, zero, lowest):
+    """``merge`` over a row's lanes (its warp, or its block through 32 shared slots); every lane
+    gets lane 0's result, so all of them write with the same maximum and sum."""
+    t = cuda.threadIdx.x
+    lane = t % fr.WARP
+    for rnd in range(2 - per_warp):  # a warp: once; a block: its warps, then their results
+        d = fr.WARP // 2
+        while d > 0:
+            m2 = cuda.shfl_down_sync(fr.FULL, m, d)
+            s2 = cuda.shfl_down_sync(fr.FULL, s, d)
+            m, s = merge(m, s, m2, s2, zero)
+            d //= 2
+        m, s = cuda.shfl_sync(fr.FULL, m, 0), cuda.shfl_sync(fr.FULL, s, 0)
+        if rnd == 0 and not per_warp:
+            if lane == 0:
+                slot_m[t // fr.WARP], slot_s[t // fr.WARP] = m, s
+            cuda.syncthreads()
+            m, s = lowest, zero
+            if lane < cuda.blockDim.x // fr.WARP:
+                m, s = slot_m[lane], slot_s[lane]
+            cuda.syncthreads()  # all read before the next row writes
+    return m, s
+
+
+def _online_kernel(dtype, log, per_warp):
+    nbtype = cb.numba_type(dtype)
+
+    def kernel(out, o_strides, o_step, x, lead_shape, lead_strides, offset, step, rows, cols,
+               zero, one, lowest, nan):  # fmt: skip
+        slot_m = cuda.shared.array(fr.WARP, nbtype)
+        slot_s = cuda.shared.array(fr.WARP, nbtype)
+        r, rstep, first, stride = fr.groups(per_warp)
+        while r < rows:
+            base = row_start(r, lead_shape, lead_strides, offset)
+            m, s = lowest, zero
+            for j in range(first, cols, stride):
+                m, s = merge(m, s, x[base + j * step], one, zero)
+            m, s = merge_lanes(m, s, per_warp, slot_m, slot_s, zero, lowest)
+            if log:  # numpy's answer is m itself when m is NaN or +-inf
+                if first == 0:
+                    out[r] = m + math.log(s) if math.isfinite(m) else m
+            else:
+                obase = row_start(r, lead_shape, o_strides, 0)
+                scale = one / s
+                for j in range(first, cols, stride):
+                    y = math.exp(x[base + j * step] - m) * scale
+                    out[obase + j * o_step] = y if math.isfinite(m) else nan
+            r += rstep
+
+    return kernel
+
+
+def _tuned(x: TensorData, out) -> bool:
+    return cb.TUNED and x.dtype == out.dtype and out.dtype.name in ("float32", "float64")
+
+
+def online(x: TensorData, out, axis: int, log: bool) -> TensorData:
+    """Softmax (or, with ``log``, logsumexp) along ``axis`` with the tuned kernel."""
+    result = cb._empty(out.shape, out.dtype)
+    nrows, cols = count_rows(x, axis), x.shape[axis]
+    if log:  # one value a row, row-major: the output's strides along the row do not matter
+        o_strides, o_step = cb.meta((1,)), 0
+    else:
+        _, o_strides, _, o_step = rows_of(result, axis)
+    if result.size and nrows:
+        t = out.dtype.type
+        fr.row_launch(_online_kernel, (out.dtype, log), nrows, cols, result.storage, o_strides,
+                      o_step, x.storage, *rows_of(x, axis), nrows, cols, t(0), t(1), t(-np.inf),
+                      t(np.nan), name="logsumexp" if log else "softmax")  # fmt: skip
+    return result
 
 
 # ---------------------------------------------------------------- argmax
@@ -266,6 +366,16 @@ for _block, _how in ((False, "a thread"), (True, "a block")):
             t,
             t,
         )
+
+    @lowering.register(f"tuned online softmax ({_how.replace('thread', 'warp')} per row)", ("float32",))
+    def _(t, block=_block):
+        body = _online_kernel(np.dtype(str(t)), False, not block)
+        return body, (t[::1], _META, _I64, t[::1], *_ROWS, _I64, _I64, t, t, t, t)
+
+    @lowering.register(f"tuned online logsumexp ({_how.replace('thread', 'warp')} per row)", ("float32",))
+    def _(t, block=_block):
+        body = _online_kernel(np.dtype(str(t)), True, not block)
+        return body, (t[::1], _META, _I64, t[::1], *_ROWS, _I64, _I64, t, t, t, t)
 
     @lowering.register(f"rows argmax ({_how} per row)", ("float32", "int64", "bool"))
     def _(t, block=_block):

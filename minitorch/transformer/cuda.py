@@ -23,6 +23,7 @@ import numpy as np
 
 from ..cuda import backend as cb  # first: it chooses the simulator before numba.cuda loads
 from ..cuda import lowering
+from ..cuda import reduce as fr
 from ..cuda import rows as cr
 
 # isort: split
@@ -129,6 +130,8 @@ def _blocks(rows: int) -> int:
 
 
 def softmax(x, out, axis):
+    if cr._tuned(x, out):  # a real GPU: the online softmax of any row length
+        return cr.online(x, out, axis, log=False)
     rows_shape = tuple(n for d, n in enumerate(x.shape) if d != axis) + (x.shape[axis],)
     cols = x.shape[axis]
     if cols > MAX_COLS:  # longer than a block caches: chapter 4's softmax, any row length
@@ -152,6 +155,8 @@ def softmax(x, out, axis):
 def layer_norm(x, weight, bias, out, eps):
     cols = out.shape[-1]
     same = all(t.dtype == out.dtype for t in (x, weight, bias))
+    if cb.TUNED and same and out.dtype.name in ("float32", "float64"):
+        return layer_norm_tuned(x, weight, bias, out, eps)
     if cols > MAX_COLS or not same:
         return layer_norm_rows(x, weight, bias, out, eps)
     src, w, b = (_contiguous(t) for t in (x, weight, bias))
@@ -200,6 +205,95 @@ def layer_norm_rows(x, weight, bias, out, eps):
                    *cr.rows_of(x, x.ndim - 1), weight.storage, weight.strides[0], weight.offset,
                    bias.storage, bias.strides[0], bias.offset, nrows, cols, dtype(cols),
                    dtype(eps), dtype(0), name="layer_norm")  # fmt: skip
+    return result
+
+
+# ---------------------------------------------------------------- tuned layer norm
+# Under ``backend.TUNED`` (a real GPU): a warp or a block per row (reduce.row_launch), the
+# mean and the sum of squared deviations in one pass (Welford's update per element, Chan's
+# rule to join lanes through warp shuffles) of the row less its first element: a row of large
+# values with a small spread keeps its digits without a second reading pass; a second pass
+# writes the row.
+
+
+@cuda.jit(device=True)
+def chan(n, mean, m2, n2, mean2, m22):
+    """(count, mean, sum of squared deviations) of two parts joined."""
+    if n2 == n2 - n2:  # the other part is empty (a literal 0 would widen float32)
+        return n, mean, m2
+    if n == n - n:
+        return n2, mean2, m22
+    total = n + n2
+    d = mean2 - mean
+    w = n2 / total
+    return total, mean + d * w, m2 + m22 + d * d * n * w
+
+
+@cuda.jit(device=True)
+def chan_lanes(n, mean, m2, per_warp, slots):
+    """``chan`` over a row's lanes (its warp, or its block through ``slots``, 3 x 32 shared
+    values); every lane gets lane 0's result."""
+    t = cuda.threadIdx.x
+    lane, zero = t % fr.WARP, n - n
+    for rnd in range(2 - per_warp):  # a warp: once; a block: its warps, then their results
+        d = fr.WARP // 2
+        while d > 0:
+            n2 = cuda.shfl_down_sync(fr.FULL, n, d)
+            mean2 = cuda.shfl_down_sync(fr.FULL, mean, d)
+            m22 = cuda.shfl_down_sync(fr.FULL, m2, d)
+            n, mean, m2 = chan(n, mean, m2, n2, mean2, m22)
+            d //= 2
+        n = cuda.shfl_sync(fr.FULL, n, 0)
+        mean, m2 = cuda.shfl_sync(fr.FULL, mean, 0), cuda.shfl_sync(fr.FULL, m2, 0)
+        if rnd == 0 and not per_warp:
+            if lane == 0:
+                w = t // fr.WARP
+                slots[0, w], slots[1, w], slots[2, w] = n, mean, m2
+            cuda.syncthreads()
+            n, mean, m2 = zero, zero, zero
+            if lane < cuda.blockDim.x // fr.WARP:
+                n, mean, m2 = slots[0, lane], slots[1, lane], slots[2, lane]
+            cuda.syncthreads()  # all read before the next row writes
+    return n, mean, m2
+
+
+def _welford_kernel(dtype, per_warp):
+    nbtype = cb.numba_type(dtype)
+
+    def kernel(out, x, lead_shape, lead_strides, offset, step, w, w_step, w_offset, b, b_step,
+               b_offset, nrows, cols, eps, zero, one):  # fmt: skip
+        slots = cuda.shared.array((3, fr.WARP), nbtype)
+        r, rstep, first, stride = fr.groups(per_warp)
+        while r < nrows:
+            base = cr.row_start(r, lead_shape, lead_strides, offset)
+            shift = x[base]  # x - shift is exact near it: a large mean costs no digits
+            n, mean, m2 = zero, zero, zero
+            for j in range(first, cols, stride):
+                v = x[base + j * step] - shift
+                n += one
+                d = v - mean
+                mean += d / n
+                m2 += d * (v - mean)
+            n, mean, m2 = chan_lanes(n, mean, m2, per_warp, slots)
+            rstd = one / math.sqrt(m2 / n + eps)
+            for j in range(first, cols, stride):
+                y = (x[base + j * step] - shift - mean) * rstd
+                out[r * cols + j] = y * w[w_offset + j * w_step] + b[b_offset + j * b_step]
+            r += rstep
+
+    return kernel
+
+
+def layer_norm_tuned(x, weight, bias, out, eps):
+    """Layer norm of rows of any length and layout (all inputs of the output's dtype)."""
+    result = cb._empty(out.shape, out.dtype)
+    cols, dtype = out.shape[-1], out.dtype.type
+    nrows = result.size // cols if cols else 0
+    if nrows:
+        fr.row_launch(_welford_kernel, (out.dtype,), nrows, cols, result.storage, x.storage,
+                      *cr.rows_of(x, x.ndim - 1), weight.storage, weight.strides[0], weight.offset,
+                      bias.storage, bias.strides[0], bias.offset, nrows, cols, dtype(eps),
+                      dtype(0), dtype(1), name="layer_norm")  # fmt: skip
     return result
 
 
@@ -283,6 +377,15 @@ for _block, _how in ((False, "a thread"), (True, "a block")):
         rows = (meta, meta, _ROW, _ROW)
         return body, (t[::1], t[::1], *rows, t[::1], _ROW, _ROW, t[::1], _ROW, _ROW, _ROW, _ROW,
                       t, t, t)  # fmt: skip
+
+
+for _warp, _how in ((True, "a warp"), (False, "a block")):
+
+    @lowering.register(f"tuned layer_norm ({_how} per row)", ("float32",))
+    def _(t, per_warp=_warp):
+        body, meta = _welford_kernel(np.dtype(str(t)), per_warp), _ROW[::1]
+        return body, (t[::1], t[::1], meta, meta, _ROW, _ROW, t[::1], _ROW, _ROW, t[::1], _ROW,
+                      _ROW, _ROW, _ROW, t, t, t)  # fmt: skip
 
 
 __all__ = ["MAX_COLS", "ROW_THREADS", "layer_norm_kernel", "softmax_kernel"]
