@@ -144,11 +144,11 @@ def _rows_kernel(kind, dtype, per_warp):
 
 
 def _cols_kernel(kind, dtype, walkers):
-    nbtype = cb.numba_type(dtype)
+    nbtype, size = cb.numba_type(dtype), walkers * WARP  # a shared array's size: a constant
 
     def kernel(out, x, offset, outer, rows, cols, start):
         # out[a, c] = fold of x[a, :, c]; a block: 32 columns, ``walkers`` threads down each
-        cache = cuda.shared.array(walkers * WARP, nbtype)
+        cache = cuda.shared.array(size, nbtype)
         t = cuda.threadIdx.x
         lane, y = t % WARP, t // WARP
         tiles = (cols + WARP - 1) // WARP
@@ -176,8 +176,8 @@ def split(shape, axis) -> tuple | None:
     """``(A, R, C)`` when the reduced ``axis`` are one run of dims (size-1 dims aside), else None."""
     big = [d for d in range(len(shape)) if shape[d] != 1]
     marks = [d in axis for d in big]
-    if True not in marks:
-        return None
+    if True not in marks:  # only size-1 dims reduced: each element is its own result
+        return 1, 1, math.prod(shape)
     lo = marks.index(True)
     hi = len(marks) - marks[::-1].index(True)
     if not all(marks[lo:hi]):
@@ -231,11 +231,12 @@ def _fold_rows(kind, start, x, offset, nrows, length, out) -> None:
 # What the tuned reductions compute in on a GPU (``python -m minitorch.cuda.lowering``).
 _I64 = numba.int64
 for _name, _kind in FOLDS.items():
+    for _warp, _how in ((True, "a warp"), (False, "a block")):
 
-    @lowering.register(f"tuned reduce rows ({_name})", ("float32", "int64"))
-    def _(t, kind=_kind):
-        body = _rows_kernel(kind, np.dtype(str(t)), False)
-        return body, (t[::1], t[::1], _I64, _I64, _I64, _I64, _I64, t)
+        @lowering.register(f"tuned reduce rows ({_name}, {_how} per row)", ("float32", "int64"))
+        def _(t, kind=_kind, per_warp=_warp):
+            body = _rows_kernel(kind, np.dtype(str(t)), per_warp)
+            return body, (t[::1], t[::1], _I64, _I64, _I64, _I64, _I64, t)
 
     @lowering.register(f"tuned reduce cols ({_name})", ("float32", "int64"))
     def _(t, kind=_kind):

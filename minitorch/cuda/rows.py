@@ -29,6 +29,7 @@ from ..tensor.data import TensorData
 from . import backend as cb
 from . import lowering
 from . import reduce as fr
+from .reduce import WARP
 from .device import MAX_DIMS, index_to_position, to_index
 
 SHORT_ROW = 256 if cb.SIMULATOR else 32  # longest row that one thread folds alone
@@ -244,8 +245,8 @@ def _online_kernel(dtype, log, per_warp):
 
     def kernel(out, o_strides, o_step, x, lead_shape, lead_strides, offset, step, rows, cols,
                zero, one, lowest, nan):  # fmt: skip
-        slot_m = cuda.shared.array(fr.WARP, nbtype)
-        slot_s = cuda.shared.array(fr.WARP, nbtype)
+        slot_m = cuda.shared.array(WARP, nbtype)
+        slot_s = cuda.shared.array(WARP, nbtype)
         r, rstep, first, stride = fr.groups(per_warp)
         while r < rows:
             base = row_start(r, lead_shape, lead_strides, offset)

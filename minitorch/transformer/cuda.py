@@ -258,11 +258,11 @@ def chan_lanes(n, mean, m2, per_warp, slots):
 
 
 def _welford_kernel(dtype, per_warp):
-    nbtype = cb.numba_type(dtype)
+    nbtype, shape = cb.numba_type(dtype), (3, fr.WARP)  # a shared array's shape: a constant
 
     def kernel(out, x, lead_shape, lead_strides, offset, step, w, w_step, w_offset, b, b_step,
                b_offset, nrows, cols, eps, zero, one):  # fmt: skip
-        slots = cuda.shared.array((3, fr.WARP), nbtype)
+        slots = cuda.shared.array(shape, nbtype)
         r, rstep, first, stride = fr.groups(per_warp)
         while r < nrows:
             base = cr.row_start(r, lead_shape, lead_strides, offset)
