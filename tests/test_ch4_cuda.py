@@ -109,9 +109,11 @@ def test_kernels_compute_in_the_tensors_dtype():
     builders = {k: v for k, v in found.items() if k[0].isdigit() and k[:3] not in ("4.1", "4.2")}
     assert len(builders) == 6, builders
     assert all(n == 0 for counts in builders.values() for n in counts.values()), builders
-    # the course's own kernels too: convolution, pooling, rows of any length (either way)
+    # the course's own kernels too: convolution, pooling, rows of any length (either way), and
+    # the tuned ones (reductions, online softmax and logsumexp, layer norm: a warp or a block)
     own = {k: v for k, v in found.items() if not k[0].isdigit()}
-    assert len(own) == 12, own
+    assert len(own) == 12 + 12, own
+    assert sum(k.startswith("tuned") for k in own) == 12, own
     assert all(n == 0 for counts in own.values() for n in counts.values()), own
     assert found["4.1 map: relu"]["float32"] > 0
 

@@ -17,7 +17,9 @@ from minitorch.cuda import reduce as fr
 from minitorch.cuda import rows as cr
 from minitorch.transformer import cuda as tc
 
-pytestmark = pytest.mark.skipif(not cb.SIMULATOR, reason="the simulator's shuffles and launch sizes")
+pytestmark = pytest.mark.skipif(
+    not cb.SIMULATOR, reason="the simulator's shuffles and launch sizes"
+)
 RNG = np.random.default_rng(42)
 FULL = 0xFFFFFFFF
 
@@ -155,7 +157,9 @@ def taken(monkeypatch):
     seen = []
     for module, name in ((fr, "reduce"), (cr, "online"), (tc, "layer_norm_tuned")):
         fn = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, fn=fn, name=name, **k: seen.append(name) or fn(*a, **k))
+        monkeypatch.setattr(
+            module, name, lambda *a, fn=fn, name=name, **k: seen.append(name) or fn(*a, **k)
+        )
     return seen
 
 
@@ -167,10 +171,18 @@ def _specials(a, rng=RNG):
 
 
 REDUCE_CASES = [  # (shape, axis): every path of reduce.py on the simulator's launch sizes
-    ((1,), None), ((7,), None), ((3000,), None),  # all: one block, or chunks and a second pass
-    ((5, 40), 1), ((3, 200), -1), ((2, 1500), 1),  # last axis: a warp a row, a block, chunks
-    ((300, 3), 0), ((7, 45), 0), ((2, 33, 35), 1),  # columns: leading and middle axes
-    ((2, 1, 3, 4), (2, 3)), ((4, 1, 5), (0, 1)), ((3, 4, 5), (0, 1, 2)),  # runs of axes, size 1
+    ((1,), None),
+    ((7,), None),
+    ((3000,), None),  # all: one block, or chunks and a second pass
+    ((5, 40), 1),
+    ((3, 200), -1),
+    ((2, 1500), 1),  # last axis: a warp a row, a block, chunks
+    ((300, 3), 0),
+    ((7, 45), 0),
+    ((2, 33, 35), 1),  # columns: leading and middle axes
+    ((2, 1, 3, 4), (2, 3)),
+    ((4, 1, 5), (0, 1)),
+    ((3, 4, 5), (0, 1, 2)),  # runs of axes, size 1
 ]
 
 
@@ -190,7 +202,9 @@ def test_tuned_reductions_match_numpy_and_the_learners_path(shape, axis, dtype, 
             untuned = getattr(t, name)(axis=axis).numpy()
             assert got.dtype == want.dtype, (name, got.dtype)
             tol = 1e-5 if dtype == "float32" else 1e-12
-            np.testing.assert_allclose(got.numpy(), want, rtol=tol, err_msg=f"{name} {shape} {axis}")
+            np.testing.assert_allclose(
+                got.numpy(), want, rtol=tol, err_msg=f"{name} {shape} {axis}"
+            )
             np.testing.assert_allclose(got.numpy(), untuned, rtol=tol, err_msg=name)
     assert taken.count("reduce") == 6
 
@@ -207,7 +221,9 @@ def test_tuned_reductions_take_offset_views_and_leave_other_layouts_to_the_learn
         strided = t.permute(1, 0)  # not contiguous, and axes (0, 2) of a 3-d tensor: chapter 4's
         np.testing.assert_allclose(strided.max(axis=1).numpy(), base.max(axis=0), rtol=1e-6)
         cube = dev(base.reshape(3, 3, 70))
-        np.testing.assert_allclose(cube.sum(axis=(0, 2)).numpy(), base.reshape(3, 3, 70).sum(axis=(0, 2)), rtol=1e-5)
+        np.testing.assert_allclose(
+            cube.sum(axis=(0, 2)).numpy(), base.reshape(3, 3, 70).sum(axis=(0, 2)), rtol=1e-5
+        )
         empty = dev(np.zeros((0, 3), np.float32))
         assert empty.sum(axis=0).numpy().tolist() == [0, 0, 0]
     assert taken == ["reduce"] * 2
@@ -263,7 +279,9 @@ def test_online_softmax_and_logsumexp(cols, dtype, taken):
             assert got.dtype == np.dtype(dtype)
             np.testing.assert_allclose(got.numpy(), ref(x, axis), **tol, err_msg=f"{name} {cols}")
             if cols <= 300:  # the learners' path is slow on the simulator
-                np.testing.assert_allclose(got.numpy(), mt.dispatch(name, t, axis=axis).numpy(), **tol)
+                np.testing.assert_allclose(
+                    got.numpy(), mt.dispatch(name, t, axis=axis).numpy(), **tol
+                )
     assert taken == ["online"] * 4
 
 

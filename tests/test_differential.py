@@ -818,7 +818,24 @@ CUDA_EDGES = {
     ),
     "sum-empty": ("sum", [(np.zeros((0, 3), "float32"), "c")], {"axis": 0}),
     "mean-f64-view": ("mean", [(_normal((3, 4)), "t")], {"axis": 1}),
+    # every path of the tuned reductions (cuda/reduce.py) on the simulator's launch sizes
+    "sum-f32-all-chunks": ("sum", [(_quarters(3000, "float32"), "o")], {"axis": None}),
+    "max-f32-rows-specials": ("max", [(_quarters((4, 200), "float32", _ROWS), "c")], {"axis": 1}),
+    "min-f64-columns": ("min", [(_quarters((40, 37), specials=_ROWS), "o")], {"axis": 0}),
+    "sum-int64-middle": ("sum", [(_RNG.integers(-9, 9, (2, 33, 5)), "c")], {"axis": 1}),
+    "mean-f32-last-two": ("mean", [(_normal((3, 5, 70), "float32"), "o")], {"axis": (1, 2)}),
+    "softmax-f32-5000": ("softmax", [(_quarters((4, 5000), "float32", _ROWS), "c")], {"axis": 1}),
+    "layer_norm-f64-offset": (
+        "layer_norm",
+        [(_normal((3, 300)) + 1e3, "o"), (_normal(300), "s"), (_normal(300), "c")],
+        {"eps": 1e-5},
+    ),
 }  # fmt: skip
+# the cases the tuned kernels serve (cb.tuned(True): a real GPU's default, off on the simulator)
+TUNED_EDGES = sorted(
+    k for k, (name, _, _) in CUDA_EDGES.items()
+    if name in ("sum", "max", "min", "mean", "softmax", "logsumexp", "layer_norm")
+)  # fmt: skip
 
 
 def _cuda_vs_numpy(name, arrays, attrs):
@@ -833,6 +850,14 @@ def _cuda_vs_numpy(name, arrays, attrs):
 @pytest.mark.parametrize("case", sorted(CUDA_EDGES))
 def test_cuda_edges(case):
     _cuda_vs_numpy(*CUDA_EDGES[case])
+
+
+@pytest.mark.parametrize("case", TUNED_EDGES)
+def test_cuda_edges_tuned(case):
+    from minitorch.cuda import backend as cb
+
+    with cb.tuned(True):
+        _cuda_vs_numpy(*CUDA_EDGES[case])
 
 
 @pytest.mark.parametrize("case", ["softmax-f32-long", "logsumexp-f32-short-specials"])

@@ -72,6 +72,7 @@ def tuned(on: bool = True):
     finally:
         TUNED = old
 
+
 _kernels: dict = {}
 _device_fns: dict = {}
 _meta_cache: dict = {}
@@ -305,7 +306,7 @@ def reduce(op: OpDef, a: TensorData, out, axis) -> TensorData:
             return fill(out.shape, out.dtype, 0)
         result = launch_map(_named_fn("identity", _identity), a, a.shape, out.dtype)
     elif TUNED and _reductions.covers(op, a, axis, out.dtype):  # warp shuffles (reduce.py)
-        result = TensorData.contiguous(_reductions.reduce(op, _as(a, out.dtype), axis, out.dtype), (out.size,))
+        result = _reductions.reduce(op, _as(a, out.dtype), axis, out.dtype)
     elif op.name == "sum" and len(axis) == a.ndim:
         result = launch_block_sum(_as(a, out.dtype), out.dtype)
     else:

@@ -32,6 +32,7 @@ import numpy as np
 from numba import cuda
 
 from ..core.instrument import launch
+from ..tensor.data import TensorData
 from . import backend as cb
 from . import lowering
 
@@ -182,7 +183,9 @@ def split(shape, axis) -> tuple | None:
     hi = len(marks) - marks[::-1].index(True)
     if not all(marks[lo:hi]):
         return None
-    a, r, c = (math.prod(shape[d] for d in big[s]) for s in (slice(0, lo), slice(lo, hi), slice(hi, None)))
+    a, r, c = (
+        math.prod(shape[d] for d in big[s]) for s in (slice(0, lo), slice(lo, hi), slice(hi, None))
+    )
     return a, r, c
 
 
@@ -198,8 +201,8 @@ def covers(op, a, axis, dtype) -> bool:
 
 
 def reduce(op, a, axis, dtype):
-    """Fold ``axis`` of the contiguous ``a`` (already in ``dtype``): a 1-D device array of the
-    result's elements, row-major."""
+    """Fold ``axis`` of the contiguous ``a`` (already in ``dtype``): the result's elements,
+    row-major, as a 1-D tensor."""
     outer, rows, cols = split(a.shape, axis)
     kind, start = FOLDS[op.name], cb._start(op, np.dtype(dtype))
     out = cuda.device_array(outer * cols, dtype=dtype)
@@ -212,7 +215,7 @@ def reduce(op, a, axis, dtype):
         k = cb.own_kernel(_cols_kernel, kind, np.dtype(dtype), walkers)
         launch(k, grid, lim.threads, out, a.storage, a.offset, outer, rows, cols, start,
                name="reduce_cols")  # fmt: skip
-    return out
+    return TensorData.contiguous(out, (out.size,))
 
 
 def _fold_rows(kind, start, x, offset, nrows, length, out) -> None:

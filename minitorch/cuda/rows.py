@@ -29,8 +29,8 @@ from ..tensor.data import TensorData
 from . import backend as cb
 from . import lowering
 from . import reduce as fr
-from .reduce import WARP
 from .device import MAX_DIMS, index_to_position, to_index
+from .reduce import WARP
 
 SHORT_ROW = 256 if cb.SIMULATOR else 32  # longest row that one thread folds alone
 SUM, MAX = 0, 1  # the folds of tree()
@@ -368,12 +368,16 @@ for _block, _how in ((False, "a thread"), (True, "a block")):
             t,
         )
 
-    @lowering.register(f"tuned online softmax ({_how.replace('thread', 'warp')} per row)", ("float32",))
+    @lowering.register(
+        f"tuned online softmax ({_how.replace('thread', 'warp')} per row)", ("float32",)
+    )
     def _(t, block=_block):
         body = _online_kernel(np.dtype(str(t)), False, not block)
         return body, (t[::1], _META, _I64, t[::1], *_ROWS, _I64, _I64, t, t, t, t)
 
-    @lowering.register(f"tuned online logsumexp ({_how.replace('thread', 'warp')} per row)", ("float32",))
+    @lowering.register(
+        f"tuned online logsumexp ({_how.replace('thread', 'warp')} per row)", ("float32",)
+    )
     def _(t, block=_block):
         body = _online_kernel(np.dtype(str(t)), True, not block)
         return body, (t[::1], _META, _I64, t[::1], *_ROWS, _I64, _I64, t, t, t, t)

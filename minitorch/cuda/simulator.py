@@ -73,8 +73,14 @@ def _exchange(requests: dict, at_barrier: set) -> dict:
         odd = [m % WARP for m in members if m in requests and
                (requests[m].mask, requests[m].kind) != (req.mask, req.kind)]  # fmt: skip
         if late or odd:
-            why = f"lanes {late} wait at syncthreads" if late else f"lanes {odd} call another shuffle or mask"
-            answers[flat] = RuntimeError(f"{where}: {why}; every live lane in the mask must take it")
+            why = (
+                f"lanes {late} wait at syncthreads"
+                if late
+                else f"lanes {odd} call another shuffle or mask"
+            )
+            answers[flat] = RuntimeError(
+                f"{where}: {why}; every live lane in the mask must take it"
+            )
             continue
         src = _SOURCE[req.kind](lane, req.arg)
         if src is None:
