@@ -112,8 +112,8 @@ def test_kernels_compute_in_the_tensors_dtype():
     # the course's own kernels too: convolution, pooling, rows of any length (either way), and
     # the tuned ones (reductions, online softmax and logsumexp, layer norm: a warp or a block)
     own = {k: v for k, v in found.items() if not k[0].isdigit()}
-    assert len(own) == 12 + 12, own
-    assert sum(k.startswith("tuned") for k in own) == 12, own
+    assert len(own) == 12 + 15, own
+    assert sum(k.startswith("tuned") for k in own) == 15, own
     assert all(n == 0 for counts in own.values() for n in counts.values()), own
     assert found["4.1 map: relu"]["float32"] > 0
 

@@ -178,6 +178,7 @@ REDUCE_CASES = [  # (shape, axis): every path of reduce.py on the simulator's la
     ((3, 200), -1),
     ((2, 1500), 1),  # last axis: a warp a row, a block, chunks
     ((300, 3), 0),
+    ((2, 200, 3), 1),  # columns: rows in chunks, then a second pass
     ((7, 45), 0),
     ((2, 33, 35), 1),  # columns: leading and middle axes
     ((2, 1, 3, 4), (2, 3)),

@@ -147,26 +147,28 @@ def _rows_kernel(kind, dtype, per_warp):
 def _cols_kernel(kind, dtype, walkers):
     nbtype, size = cb.numba_type(dtype), walkers * WARP  # a shared array's size: a constant
 
-    def kernel(out, x, offset, outer, rows, cols, start):
-        # out[a, c] = fold of x[a, :, c]; a block: 32 columns, ``walkers`` threads down each
+    def kernel(out, x, offset, outer, rows, cols, parts, chunk, start):
+        # out[p, a, c] = fold of x[a, i, c] over the rows i of chunk p; a block: 32 columns of
+        # one chunk, ``walkers`` threads down each column
         cache = cuda.shared.array(size, nbtype)
         t = cuda.threadIdx.x
         lane, y = t % WARP, t // WARP
         tiles = (cols + WARP - 1) // WARP
         g = cuda.blockIdx.x
-        while g < outer * tiles:
-            a, c = g // tiles, (g % tiles) * WARP + lane
+        while g < parts * outer * tiles:
+            p, a = g // (outer * tiles), g // tiles % outer
+            c = (g % tiles) * WARP + lane
             acc = start
             if c < cols:
                 base = offset + a * rows * cols + c
-                for i in range(y, rows, walkers):
+                for i in range(p * chunk + y, min(rows, (p + 1) * chunk), walkers):
                     acc = fold(kind, acc, x[base + i * cols])
             cache[t] = acc
             cuda.syncthreads()
             if y == 0 and c < cols:
                 for k in range(1, walkers):
                     acc = fold(kind, acc, cache[k * WARP + lane])
-                out[a * cols + c] = acc
+                out[(p * outer + a) * cols + c] = acc
             cuda.syncthreads()
             g += cuda.gridDim.x
 
@@ -209,13 +211,23 @@ def reduce(op, a, axis, dtype):
     if cols == 1:
         _fold_rows(kind, start, a.storage, a.offset, outer, rows, out)
     else:
-        lim = limits()
-        walkers = lim.threads // WARP
-        grid = max(1, min(lim.blocks, outer * math.ceil(cols / WARP)))
-        k = cb.own_kernel(_cols_kernel, kind, np.dtype(dtype), walkers)
-        launch(k, grid, lim.threads, out, a.storage, a.offset, outer, rows, cols, start,
-               name="reduce_cols")  # fmt: skip
+        _fold_cols(kind, start, a.storage, a.offset, outer, rows, cols, out)
     return TensorData.contiguous(out, (out.size,))
+
+
+def _fold_cols(kind, start, x, offset, outer, rows, cols, out) -> None:
+    """``out[a, c]`` = fold of ``x[offset + (a * rows + i) * cols + c]`` for ``i < rows``."""
+    lim = limits()
+    walkers, tiles = lim.threads // WARP, outer * math.ceil(cols / WARP)
+    # column tiles too few to fill the device: the rows in `parts` chunks, then their partials
+    parts = max(1, min(lim.blocks // tiles, rows // (16 * walkers)))
+    chunk = math.ceil(rows / parts)
+    target = out if parts == 1 else cuda.device_array(parts * outer * cols, dtype=out.dtype)
+    k = cb.own_kernel(_cols_kernel, kind, out.dtype, walkers)
+    launch(k, max(1, min(lim.blocks, parts * tiles)), lim.threads, target, x, offset, outer,
+           rows, cols, parts, chunk, start, name="reduce_cols")  # fmt: skip
+    if parts > 1:  # the partials as (1, parts, outer * cols): fold the parts, in a fixed order
+        _fold_cols(kind, start, target, 0, 1, parts, outer * cols, out)
 
 
 def _fold_rows(kind, start, x, offset, nrows, length, out) -> None:
@@ -244,4 +256,4 @@ for _name, _kind in FOLDS.items():
     @lowering.register(f"tuned reduce cols ({_name})", ("float32", "int64"))
     def _(t, kind=_kind):
         body = _cols_kernel(kind, np.dtype(str(t)), 8)
-        return body, (t[::1], t[::1], _I64, _I64, _I64, _I64, t)
+        return body, (t[::1], t[::1], _I64, _I64, _I64, _I64, _I64, _I64, t)
