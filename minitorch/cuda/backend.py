@@ -10,6 +10,9 @@ everything that computes launches a kernel built by an exercise of
   reductions fold one axis at a time (4.4); ``mean`` is a sum and a division;
 * ``matmul`` is the tiled kernel (4.5).
 
+Under ``TUNED`` (a real GPU) reductions of contiguous tensors take the course's warp-shuffle
+kernels instead (:mod:`.reduce`).
+
 The framework's own kernels load with the backend: ``fill`` and ``pad_slice`` here,
 convolution and pooling (:mod:`.conv`), the row ops softmax, logsumexp and argmax
 (:mod:`.rows`). None of them copies data to the host.

@@ -13,6 +13,7 @@ strides (no transposing copy). How a row is reduced depends on its length:
 
 Chapter 11 replaces softmax with its fused kernel (exercise 11.4) where a row fits in shared
 memory and calls :func:`softmax` here otherwise; its long-row layer norm reuses these helpers.
+Under ``backend.TUNED`` (a real GPU) softmax and logsumexp take the online kernel below.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ in ``autograder/tests/ch11/test_fused.py``).
 A row longer than a block caches (``MAX_COLS``) goes to chapter 4's softmax of any row
 length (:mod:`minitorch.cuda.rows`), and layer norm to a kernel written the same way
 (a thread or a block per row, sums in the output's dtype), which also takes mixed dtypes.
+Under ``backend.TUNED`` (a real GPU) softmax and layer norm of any row length take the tuned
+kernels (the online softmax of :mod:`minitorch.cuda.rows`, a Welford layer norm here).
 """
 
 from __future__ import annotations
