@@ -230,6 +230,19 @@ def test_tuned_reductions_take_offset_views_and_leave_other_layouts_to_the_learn
     assert taken == ["reduce"] * 2
 
 
+def test_launch_sizes_come_from_the_device_on_a_gpu(monkeypatch):
+    from types import SimpleNamespace
+
+    h200 = SimpleNamespace(WARP_SIZE=32, MAX_THREADS_PER_BLOCK=1024, MULTIPROCESSOR_COUNT=132,
+                           MAX_THREADS_PER_MULTIPROCESSOR=2048)  # fmt: skip
+    monkeypatch.setattr(cb, "SIMULATOR", False)
+    monkeypatch.setattr(fr.cuda, "get_current_device", lambda: h200)
+    assert fr.limits.__wrapped__() == fr.Limits(threads=256, blocks=132 * 8, warp_row=1024)
+    h200.WARP_SIZE = 64
+    with pytest.raises(RuntimeError, match="warps of 64 lanes"):
+        fr.limits.__wrapped__()
+
+
 def test_tuned_kernels_serve_only_under_tuned(taken):
     t = dev(RNG.standard_normal((3, 5)).astype(np.float32))
     t.sum(), mt.dispatch("softmax", t, axis=1), mt.dispatch("logsumexp", t, axis=1)

@@ -58,7 +58,7 @@ def limits() -> Limits:
     if dev.WARP_SIZE != WARP:
         raise RuntimeError(f"minitorch.cuda.reduce: warps of {dev.WARP_SIZE} lanes, not {WARP}")
     threads = min(256, dev.MAX_THREADS_PER_BLOCK)
-    per_sm = getattr(dev, "MAX_THREADS_PER_MULTI_PROCESSOR", 2048) // threads
+    per_sm = dev.MAX_THREADS_PER_MULTIPROCESSOR // threads  # blocks resident on one SM
     return Limits(threads=threads, blocks=dev.MULTIPROCESSOR_COUNT * per_sm, warp_row=1024)
 
 
