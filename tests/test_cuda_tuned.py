@@ -319,3 +319,19 @@ def test_welford_layer_norm_keeps_digits_of_large_rows_with_small_spread(cols, d
     assert got.dtype == np.dtype(dtype) and taken == ["layer_norm_tuned"]
     tol = 5e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(got.numpy(), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (0, 3, 4)])
+def test_tuned_row_ops_of_empty_tensors(shape):
+    a = np.zeros(shape, np.float32)
+    w = np.ones(shape[-1], np.float32)
+    for name, args, attrs in (
+        ("softmax", (a,), {"axis": 1}),
+        ("logsumexp", (a,), {"axis": 1}),
+        ("layer_norm", (a, w, w), {"eps": 1e-5}),
+    ):
+        want = mt.dispatch(name, *(mt.tensor(v) for v in args), **attrs).numpy()
+        with cb.tuned(True):
+            got = mt.dispatch(name, *(dev(v) for v in args), **attrs).numpy()
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
