@@ -1,9 +1,9 @@
-"""Reductions tuned for a GPU (issue 42): sum, max and min of a contiguous tensor, over every
-element, the last axes or leading/middle ones, with warp shuffles and launch sizes read from
-the device.
+"""Reductions tuned for a GPU (issue 42): sum, max and min of a dense tensor (contiguous, or
+its dims permuted, as a transpose), over every element, the last axes or leading/middle ones,
+with warp shuffles and launch sizes read from the device.
 
-The reduced axes must be one run of dims (size-1 dims aside), so the input reads as
-``(A, R, C)`` with ``R`` reduced:
+The reduced axes must be one run of dims in storage order (size-1 dims aside), so the input
+reads as ``(A, R, C)`` with ``R`` reduced:
 
 * ``C == 1`` (the last axes, or all of them): rows of ``R`` contiguous elements. A row takes
   a warp (short rows) or a block (long ones); each thread folds ``j = t, t + step, ...`` in
@@ -175,18 +175,29 @@ def _cols_kernel(kind, dtype, walkers):
     return kernel
 
 
-def split(shape, axis) -> tuple | None:
-    """``(A, R, C)`` when the reduced ``axis`` are one run of dims (size-1 dims aside), else None."""
-    big = [d for d in range(len(shape)) if shape[d] != 1]
+def split(x, axis) -> tuple | None:
+    """``(A, R, C)`` of ``x``'s elements in storage order, when ``x`` is dense (no gaps, its dims
+    in any order), the reduced ``axis`` are one run of dims in that order and the kept dims keep
+    theirs (so the results come out row-major), size-1 dims aside; else None."""
+    big = sorted((d for d in range(x.ndim) if x.shape[d] != 1), key=lambda d: -x.strides[d])
+    run = 1
+    for d in reversed(big):
+        if x.strides[d] != run:
+            return None
+        run *= x.shape[d]
+    kept = [d for d in big if d not in axis]
     marks = [d in axis for d in big]
+    if kept != sorted(kept):
+        return None
     if True not in marks:  # only size-1 dims reduced: each element is its own result
-        return 1, 1, math.prod(shape)
+        return 1, 1, x.size
     lo = marks.index(True)
     hi = len(marks) - marks[::-1].index(True)
     if not all(marks[lo:hi]):
         return None
     a, r, c = (
-        math.prod(shape[d] for d in big[s]) for s in (slice(0, lo), slice(lo, hi), slice(hi, None))
+        math.prod(x.shape[d] for d in big[s])
+        for s in (slice(0, lo), slice(lo, hi), slice(hi, None))
     )
     return a, r, c
 
@@ -197,15 +208,14 @@ def covers(op, a, axis, dtype) -> bool:
         op.name in FOLDS
         and np.dtype(dtype).name in DTYPES
         and a.size > 0
-        and a.is_contiguous()
-        and split(a.shape, axis) is not None
+        and split(a, axis) is not None
     )
 
 
 def reduce(op, a, axis, dtype):
-    """Fold ``axis`` of the contiguous ``a`` (already in ``dtype``): the result's elements,
+    """Fold ``axis`` of ``a`` (already in ``dtype``; :func:`covers` it): the result's elements,
     row-major, as a 1-D tensor."""
-    outer, rows, cols = split(a.shape, axis)
+    outer, rows, cols = split(a, axis)
     kind, start = FOLDS[op.name], cb._start(op, np.dtype(dtype))
     out = cuda.device_array(outer * cols, dtype=dtype)
     if cols == 1:
