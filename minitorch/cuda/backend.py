@@ -10,7 +10,7 @@ everything that computes launches a kernel built by an exercise of
   reductions fold one axis at a time (4.4); ``mean`` is a sum and a division;
 * ``matmul`` is the tiled kernel (4.5).
 
-Under ``TUNED`` (a real GPU) reductions of contiguous tensors take the course's warp-shuffle
+Under ``TUNED`` (a real GPU) reductions of dense tensors take the course's warp-shuffle
 kernels instead (:mod:`.reduce`).
 
 The framework's own kernels load with the backend: ``fill`` and ``pad_slice`` here,

@@ -31,7 +31,7 @@ from . import backend as cb
 from . import lowering
 from . import reduce as fr
 from .device import MAX_DIMS, index_to_position, to_index
-from .reduce import WARP
+from .reduce import FULL, WARP
 
 SHORT_ROW = 256 if cb.SIMULATOR else 32  # longest row that one thread folds alone
 SUM, MAX = 0, 1  # the folds of tree()
@@ -142,7 +142,7 @@ def _softmax_kernel(dtype, block):
 
 def softmax(x: TensorData, out, axis: int) -> TensorData:
     """numpy's softmax along ``axis`` (a NaN or +inf in a row, or a row of -inf, gives NaN)."""
-    if _tuned(x, out):
+    if tuned_for(x, out):
         return online(x, out, axis, log=False)
     result = cb._empty(out.shape, out.dtype)
     _, o_strides, _, o_step = rows_of(result, axis)
@@ -188,7 +188,7 @@ def _per_row(builder, x: TensorData, out, axis: int, dtype, *extra, name: str) -
 
 @register_kernel("logsumexp", "cuda")
 def logsumexp(x, out, axis, keepdims):
-    if _tuned(x, out):
+    if tuned_for(x, out):
         return online(x, out, axis, log=True)
     zero, lowest = out.dtype.type(0), out.dtype.type(-np.inf)
     return _per_row(_logsumexp_kernel, x, out, axis, out.dtype, zero, lowest, name="logsumexp")
@@ -221,21 +221,21 @@ def merge_lanes(m, s, per_warp, slot_m, slot_s, zero, lowest):
     """``merge`` over a row's lanes (its warp, or its block through 32 shared slots); every lane
     gets lane 0's result, so all of them write with the same maximum and sum."""
     t = cuda.threadIdx.x
-    lane = t % fr.WARP
+    lane = t % WARP
     for rnd in range(2 - per_warp):  # a warp: once; a block: its warps, then their results
-        d = fr.WARP // 2
+        d = WARP // 2
         while d > 0:
-            m2 = cuda.shfl_down_sync(fr.FULL, m, d)
-            s2 = cuda.shfl_down_sync(fr.FULL, s, d)
+            m2 = cuda.shfl_down_sync(FULL, m, d)
+            s2 = cuda.shfl_down_sync(FULL, s, d)
             m, s = merge(m, s, m2, s2, zero)
             d //= 2
-        m, s = cuda.shfl_sync(fr.FULL, m, 0), cuda.shfl_sync(fr.FULL, s, 0)
+        m, s = cuda.shfl_sync(FULL, m, 0), cuda.shfl_sync(FULL, s, 0)
         if rnd == 0 and not per_warp:
             if lane == 0:
-                slot_m[t // fr.WARP], slot_s[t // fr.WARP] = m, s
+                slot_m[t // WARP], slot_s[t // WARP] = m, s
             cuda.syncthreads()
             m, s = lowest, zero
-            if lane < cuda.blockDim.x // fr.WARP:
+            if lane < cuda.blockDim.x // WARP:
                 m, s = slot_m[lane], slot_s[lane]
             cuda.syncthreads()  # all read before the next row writes
     return m, s
@@ -269,7 +269,9 @@ def _online_kernel(dtype, log, per_warp):
     return kernel
 
 
-def _tuned(x: TensorData, out) -> bool:
+def tuned_for(x: TensorData, out) -> bool:
+    """Whether the tuned kernel serves this softmax or logsumexp (``backend.TUNED``, one float
+    dtype in and out)."""
     return cb.TUNED and x.dtype == out.dtype and out.dtype.name in ("float32", "float64")
 
 

@@ -27,6 +27,7 @@ from ..cuda import backend as cb  # first: it chooses the simulator before numba
 from ..cuda import lowering
 from ..cuda import reduce as fr
 from ..cuda import rows as cr
+from ..cuda.reduce import FULL, WARP
 
 # isort: split
 import numba  # noqa: F401  (numba types inside kernel bodies)
@@ -132,7 +133,7 @@ def _blocks(rows: int) -> int:
 
 
 def softmax(x, out, axis):
-    if cr._tuned(x, out):  # a real GPU: the online softmax of any row length
+    if cr.tuned_for(x, out):  # a real GPU: the online softmax of any row length
         return cr.online(x, out, axis, log=False)
     rows_shape = tuple(n for d, n in enumerate(x.shape) if d != axis) + (x.shape[axis],)
     cols = x.shape[axis]
@@ -236,31 +237,31 @@ def chan_lanes(n, mean, m2, per_warp, slots):
     """``chan`` over a row's lanes (its warp, or its block through ``slots``, 3 x 32 shared
     values); every lane gets lane 0's result."""
     t = cuda.threadIdx.x
-    lane, zero = t % fr.WARP, n - n
+    lane, zero = t % WARP, n - n
     for rnd in range(2 - per_warp):  # a warp: once; a block: its warps, then their results
-        d = fr.WARP // 2
+        d = WARP // 2
         while d > 0:
-            n2 = cuda.shfl_down_sync(fr.FULL, n, d)
-            mean2 = cuda.shfl_down_sync(fr.FULL, mean, d)
-            m22 = cuda.shfl_down_sync(fr.FULL, m2, d)
+            n2 = cuda.shfl_down_sync(FULL, n, d)
+            mean2 = cuda.shfl_down_sync(FULL, mean, d)
+            m22 = cuda.shfl_down_sync(FULL, m2, d)
             n, mean, m2 = chan(n, mean, m2, n2, mean2, m22)
             d //= 2
-        n = cuda.shfl_sync(fr.FULL, n, 0)
-        mean, m2 = cuda.shfl_sync(fr.FULL, mean, 0), cuda.shfl_sync(fr.FULL, m2, 0)
+        n = cuda.shfl_sync(FULL, n, 0)
+        mean, m2 = cuda.shfl_sync(FULL, mean, 0), cuda.shfl_sync(FULL, m2, 0)
         if rnd == 0 and not per_warp:
             if lane == 0:
-                w = t // fr.WARP
+                w = t // WARP
                 slots[0, w], slots[1, w], slots[2, w] = n, mean, m2
             cuda.syncthreads()
             n, mean, m2 = zero, zero, zero
-            if lane < cuda.blockDim.x // fr.WARP:
+            if lane < cuda.blockDim.x // WARP:
                 n, mean, m2 = slots[0, lane], slots[1, lane], slots[2, lane]
             cuda.syncthreads()  # all read before the next row writes
     return n, mean, m2
 
 
 def _welford_kernel(dtype, per_warp):
-    nbtype, shape = cb.numba_type(dtype), (3, fr.WARP)  # a shared array's shape: a constant
+    nbtype, shape = cb.numba_type(dtype), (3, WARP)  # a shared array's shape: a constant
 
     def kernel(out, x, lead_shape, lead_strides, offset, step, w, w_step, w_offset, b, b_step,
                b_offset, nrows, cols, eps, zero, one):  # fmt: skip
