@@ -614,6 +614,17 @@ def test_forward(name, backend):
     check()
 
 
+@pytest.mark.parametrize(
+    "name", ["layer_norm", "logsumexp", "max", "mean", "min", "softmax", "sum"]
+)
+def test_forward_cuda_tuned(name):
+    # the drawn examples again, served by the kernels tuned for a GPU (on by default there)
+    from minitorch.cuda import backend as cb
+
+    with cb.tuned(True):
+        test_forward(name, "cuda")
+
+
 def _fd_grads(ref, arrays, g, h=1e-6):
     """Central differences of sum(ref(*arrays) * g) with respect to each array."""
     grads = []
