@@ -143,3 +143,27 @@ def test_training_step_compiled_on_cuda_matches_eager_forward_and_backward():
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(cgot, want, rtol=1e-4, atol=1e-6)
     assert compiled_launches < eager_launches
+
+
+@pytest.mark.parametrize("layout", ["channel", "row", "transposed", "scalar"])
+def test_conv_epilogue_reads_the_bias_through_its_strides(layout):
+    from minitorch.cuda import conv, gemm
+
+    x, w = _cuda((2, 2, 5, 4), "float64"), _cuda((3, 2, 2, 2), "float64")
+    shape = {"channel": (3, 1, 1), "row": (1, 1, 6, 1), "transposed": (2, 3, 6, 5), "scalar": ()}
+    e = RNG.standard_normal(shape[layout])
+    if layout == "transposed":  # (OH, OW) not one axis: copied once, then one axis
+        ev = mt.tensor(np.ascontiguousarray(np.swapaxes(e, 2, 3)), device="cuda").transpose(2, 3)
+    else:
+        ev = mt.tensor(e, device="cuda")
+    out = mt.dispatch("conv2d", x, w, stride=1, padding=1)
+    fn = gemm.cuda.jit(device=True, inline="always")(_add_relu)
+    with cb.tuned(True):
+        got = conv.conv2d_epilogue(x._data, w._data, out._data, 1, 1, fn, ev._data)
+    want = np.maximum(out.numpy() + e, 0)
+    np.testing.assert_allclose(cb._BACKEND.to_numpy(got), want, rtol=1e-12, atol=1e-12)
+
+
+def _add_relu(acc, e):
+    v = acc + e
+    return v if v > 0 else v * 0

@@ -816,6 +816,14 @@ CUDA_EDGES = {
         [(np.zeros((0, 2)), "c")],
         {"key": (slice(2, 0),), "shape": (3, 2)},
     ),
+    "matmul-f32-ragged-views": ("matmul", [(_normal((13, 9), "float32"), "s"), (_normal((9, 11), "float32"), "t")], {}),
+    "matmul-f64-batched": ("matmul", [(_normal((3, 5, 6)), "t"), (_normal((6, 7)), "o")], {}),
+    "matmul-f32-specials": (
+        "matmul",
+        [(_quarters((5, 6), "float32", [((1, 2), NAN), ((3, 0), INF)]), "c"), (_normal((6, 4), "float32"), "s")],
+        {},
+    ),
+    "matmul-empty-k": ("matmul", [(np.zeros((3, 0), "float32"), "c"), (np.zeros((0, 4), "float32"), "c")], {}),
     "sum-empty": ("sum", [(np.zeros((0, 3), "float32"), "c")], {"axis": 0}),
     "mean-f64-view": ("mean", [(_normal((3, 4)), "t")], {"axis": 1}),
 }  # fmt: skip
@@ -833,6 +841,15 @@ def _cuda_vs_numpy(name, arrays, attrs):
 @pytest.mark.parametrize("case", sorted(CUDA_EDGES))
 def test_cuda_edges(case):
     _cuda_vs_numpy(*CUDA_EDGES[case])
+
+
+@pytest.mark.parametrize("case", sorted(c for c in CUDA_EDGES if c.startswith(("matmul", "conv"))))
+def test_cuda_edges_tuned(case):
+    # the tuned matmul (minitorch/cuda/gemm.py), also under the convolutions, on the same inputs
+    from minitorch.cuda import backend
+
+    with backend.tuned(True):
+        _cuda_vs_numpy(*CUDA_EDGES[case])
 
 
 @pytest.mark.parametrize("case", ["softmax-f32-long", "logsumexp-f32-short-specials"])
