@@ -205,7 +205,7 @@ def _as_batch(e: TensorData, shape: tuple) -> TensorData:
 _I64, _META = numba.int64, numba.int64[::1]
 
 
-@lowering.register("gemm (register-blocked matmul)", ("float32", "float64"))
+@lowering.register("gemm (register-blocked matmul)", ("float32",))
 def _lowered_gemm(t):
     body = gemm_kernel(GPU_TILES, t, _no_epilogue)
     return body, (t[::1], t[::1], _META, _I64, t[::1], _META, _I64, *[_I64] * 4,

@@ -17,6 +17,7 @@ are off (``backend.TUNED``, off on the simulator unless a test turns it on).
 from __future__ import annotations
 
 from ..core.registry import OpKind, get_op
+from ..cuda import lowering
 from ..tensor.data import TensorData
 from ..tracing.graph import Node
 from . import cache
@@ -100,3 +101,24 @@ def epilogue_kernel(node: Node, fallback):
     how = "one cuda kernel: the tuned matmul applies the epilogue at store"
     DECISIONS[id(node)] = [node, f"{how} (op by op while backend.TUNED is off)", []]
     return k
+
+
+# What the fused kernel computes in on a GPU:
+# ``python -m minitorch.cuda.lowering minitorch.fusion.epilogue_cuda``
+@lowering.register("gemm + bias + relu (a fused epilogue)", ("float32",))
+def _lowered_fused(t):
+    """The gemm with the epilogue generated for ``relu(x @ w + b)`` (the fuser's exercises)."""
+    import minitorch as mt
+    from minitorch.cuda import gemm
+
+    from .fuse import fuse
+
+    specs = [(4, 6), (6, 5), (5,)]
+    graph = mt.jit(lambda x, w, b: (x @ w + b).relu()).trace(
+        *[mt.zeros(s, dtype=str(t)) for s in specs]
+    )
+    (node,) = fuse(graph).groups
+    k = CudaEpilogue(node, None)
+    fn = cache.load(k.key, k.source).epilogue
+    _, argtypes = gemm._lowered_gemm(t)
+    return gemm.gemm_kernel(gemm.GPU_TILES, t, fn), argtypes
