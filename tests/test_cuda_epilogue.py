@@ -167,3 +167,22 @@ def test_conv_epilogue_reads_the_bias_through_its_strides(layout):
 def _add_relu(acc, e):
     v = acc + e
     return v if v > 0 else v * 0
+
+
+def test_nan_inf_and_a_constant_bias_as_eager():
+    bias = _cuda((6,))  # read from the closure: a constant of the traced graph
+
+    def layer(x, w):
+        return (x @ w - bias).relu()
+
+    x = RNG.standard_normal((5, 4)).astype("float32")
+    x[1, 2], x[3, 0] = np.nan, np.inf
+    args = [mt.tensor(x, device="cuda"), _cuda((4, 6))]
+    compiled = mt.compile(layer)
+    with cb.tuned(True):
+        compiled(*args)
+        got, names = _launches(compiled, *args)
+        want = layer(*args).numpy()
+    assert names == ["gemm"], names
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
