@@ -109,12 +109,11 @@ def conv2d_epilogue(x, w, out, stride, padding, epilogue, e: TensorData) -> Tens
     n, o, oh, ow = out.shape
     if not out.size:
         return cb._empty(out.shape, out.dtype)
-    strides = [0] * (4 - e.ndim) + [0 if k == 1 else s for k, s in zip(e.shape, e.strides)]
-    if oh > 1 and ow > 1 and strides[2] != strides[3] * ow:  # (OH, OW) not one axis of e
-        e = cb._BACKEND.copy(TensorData(e.storage, out.shape, tuple(strides), e.offset))
-        strides = list(e.strides)
-    col = strides[3] if ow > 1 else strides[2]
-    e3 = TensorData(e.storage, (n, o, oh * ow), (strides[0], strides[1], col), e.offset)
+    e = gemm.broadcast(e, out.shape)
+    if oh > 1 and ow > 1 and e.strides[2] != e.strides[3] * ow:  # (OH, OW) not one axis
+        e = cb._BACKEND.copy(e)
+    s = e.strides
+    e3 = TensorData(e.storage, (n, o, oh * ow), (s[0], s[1], s[3] if ow > 1 else s[2]), e.offset)
 
     def fused(a, b, dtype):
         return gemm.matmul(a, b, dtype, epilogue, e3)

@@ -186,19 +186,17 @@ def _zero(dtype) -> TensorData:
     return TensorData(z.storage, (1, 1, 1), (0, 0, 0), 0)
 
 
-def _as_batch(e: TensorData, shape: tuple) -> TensorData:
-    """``e`` broadcast to ``shape`` as a (batch, rows, cols) view; a contiguous copy when
-    its batch strides do not merge into one."""
+def broadcast(e: TensorData, shape: tuple) -> TensorData:
+    """``e`` as a view of ``shape``, numpy's broadcasting: stride 0 along the axes it repeats."""
     lead = len(shape) - e.ndim
-    strides = [0] * lead + [0 if n == 1 else s for n, s in zip(e.shape, e.strides)]
-    bshape, bstrides = shape[:-2], strides[:-2]
-    moving = [(n, s) for n, s in zip(bshape, bstrides) if n != 1]
-    if all(moving[i][1] == moving[i + 1][1] * moving[i + 1][0] for i in range(len(moving) - 1)):
-        step = moving[-1][1] if moving else 0
-        total = int(np.prod(bshape, dtype=np.int64))
-        return TensorData(e.storage, (total,) + shape[-2:], (step,) + tuple(strides[-2:]), e.offset)
-    full = cb._BACKEND.copy(TensorData(e.storage, shape, tuple(strides), e.offset))
-    return _as_batch(full, shape)
+    strides = (0,) * lead + tuple(0 if n == 1 else s for n, s in zip(e.shape, e.strides))
+    return TensorData(e.storage, tuple(shape), strides, e.offset)
+
+
+def _as_batch(e: TensorData, shape: tuple) -> TensorData:
+    """``e`` broadcast to ``shape`` as a (batch, rows, cols) view (the backend's ``_batched``:
+    a contiguous copy when its batch strides do not merge into one)."""
+    return cb._batched(broadcast(e, shape), tuple(shape[:-2]))
 
 
 # What the kernel computes in on a GPU (``python -m minitorch.cuda.lowering``).

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from ..core.registry import OpKind, get_op
 from ..cuda import lowering
-from ..tensor.data import TensorData
 from ..tracing.graph import Node
 from . import cache
 from .codegen import body_lines, structure_key
@@ -84,8 +83,7 @@ class CudaEpilogue:
         if a.op == "conv2d":
             return conv.conv2d_epilogue(x, w, spec, a.attrs["stride"], a.attrs["padding"],
                                         self.fn, e)  # fmt: skip
-        r = gemm.matmul(x, w, spec.dtype, self.fn, e)
-        return TensorData.contiguous(r.storage, spec.shape)
+        return gemm.matmul(x, w, spec.dtype, self.fn, e)
 
 
 def epilogue_kernel(node: Node, fallback):
