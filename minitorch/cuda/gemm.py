@@ -59,7 +59,7 @@ def tiles() -> Tiles:
             dev = cuda.get_current_device()
             big = GPU_TILES
             fits = (dev.MAX_THREADS_PER_BLOCK >= (big.bm // big.tm) * (big.bn // big.tn)
-                    and dev.MAX_SHARED_MEMORY_PER_BLOCK >= 8 * big.bk * (big.bm + big.bn))  # fmt: skip
+                    and dev.MAX_SHARED_MEMORY_PER_BLOCK >= 8 * big.bk * (big.bm + 1 + big.bn))  # fmt: skip
             _tiles.append(big if fits else SMALL_GPU_TILES)
     return _tiles[0]
 
@@ -79,12 +79,15 @@ def gemm_kernel(t: Tiles, dtype, epilogue):
     bm, bn, bk, tm, tn = t
     tx_n, ty_n = bn // tn, bm // tm  # threads along columns, along rows
     threads = tx_n * ty_n
+    bm_pad = bm + 1  # a closure constant: shared array shapes must be known when compiling
     if tx_n * tn != bn or ty_n * tm != bm:
         raise ValueError(f"gemm_kernel: tiles {t} need bm % tm == 0 and bn % tn == 0")
 
     def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m, batch,
                e, e_strides, e_offset):  # fmt: skip
-        sa = cuda.shared.array((bk, bm), dtype)  # the A tile, k-major: sa[kk, row]
+        # the A tile, k-major (sa[kk, row]); one padding column, so that a row-major A's
+        # loads (neighbouring threads, neighbouring kk) fall in different banks
+        sa = cuda.shared.array((bk, bm_pad), dtype)
         sb = cuda.shared.array((bk, bn), dtype)
         acc = cuda.local.array((tm, tn), dtype)
         ra = cuda.local.array(tm, dtype)
