@@ -45,6 +45,7 @@ CASES = {  # name: (function, input shapes, dtype, launches of the compiled call
         "float64",
         2,
     ),
+    "conv-no-channels": (conv_bias_relu, [(1, 0, 4, 4), (2, 0, 3, 3), (1, 2, 1, 1)], "float32", 1),
     "linear-f32": (linear_relu, [(9, 13), (13, 10), (10,)], "float32", 1),
     "linear-f64-batched": (linear_relu, [(2, 5, 6), (6, 3), (5, 1)], "float64", 1),
     "linear-empty-k": (linear_relu, [(4, 0), (0, 3), (3,)], "float32", 1),
