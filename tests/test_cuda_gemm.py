@@ -121,3 +121,14 @@ def test_epilogue_reads_a_broadcast_operand_at_each_output(bias_shape, dtype):
 def test_tiles_must_divide_among_the_threads():
     with pytest.raises(ValueError, match="gemm_kernel.*bm % tm"):
         gemm.gemm_kernel(gemm.Tiles(8, 8, 4, 3, 2), None, None)
+
+
+@pytest.mark.parametrize("threads, small", [(1024, False), (128, True)])
+def test_tiles_on_a_gpu_come_from_the_device(monkeypatch, threads, small):
+    from types import SimpleNamespace
+
+    dev = SimpleNamespace(MAX_THREADS_PER_BLOCK=threads, MAX_SHARED_MEMORY_PER_BLOCK=48 * 1024)
+    monkeypatch.setattr(cb, "SIMULATOR", False)
+    monkeypatch.setattr(gemm, "_tiles", [])
+    monkeypatch.setattr(gemm.cuda, "get_current_device", lambda: dev)
+    assert gemm.tiles() == (gemm.SMALL_GPU_TILES if small else gemm.GPU_TILES)
