@@ -15,7 +15,9 @@ tile loads walk whichever axis has stride 1 fastest, so they stay coalesced eith
 An *epilogue* ``fn(acc, e)`` is applied to each element as it is stored, ``e`` being the
 element of an extra operand at the same position (a bias broadcast over rows or columns,
 given by its strides). The compiled-mode fusion of chapter 7 uses it for ``matmul`` or
-``conv2d`` + bias + relu as one kernel (:mod:`minitorch.fusion.codegen_cuda`).
+``conv2d`` + bias + relu as one kernel (:mod:`minitorch.fusion.epilogue_cuda`). The
+epilogue is compiled with ``inline="always"``: a call left in the store loop keeps the
+loop rolled and the accumulators in local memory instead of registers.
 
 The backend's ``matmul`` runs this kernel for float dtypes under ``backend.TUNED``.
 """
