@@ -105,14 +105,15 @@ def test_kernels_compute_in_the_tensors_dtype():
     # numba-cuda's compiler, not the simulator (which follows numpy's promotion), types the
     # references for a GPU: 4.3-4.5, 11.4 and 11.5 keep no float64 instruction for float32 and
     # int64 inputs; relu's map, whose formula returns the literal 0.0, shows that one is seen.
-    found = lowering.report("minitorch.transformer.cuda")
+    found = lowering.report("minitorch.transformer.cuda", "minitorch.fusion.epilogue_cuda")
     builders = {k: v for k, v in found.items() if k[0].isdigit() and k[:3] not in ("4.1", "4.2")}
     assert len(builders) == 6, builders
     assert all(n == 0 for counts in builders.values() for n in counts.values()), builders
-    # the course's own kernels too: convolution, pooling, rows of any length (either way), and
-    # the tuned ones (reductions, online softmax and logsumexp, layer norm: a warp or a block)
+    # the course's own kernels too: convolution, pooling, rows of any length (either way), the
+    # tuned ones (reductions, online softmax and logsumexp, layer norm: a warp or a block), the
+    # tuned matmul alone and with a fused bias + relu epilogue
     own = {k: v for k, v in found.items() if not k[0].isdigit()}
-    assert len(own) == 12 + 15, own
+    assert len(own) == 14 + 15 and "gemm + bias + relu (a fused epilogue)" in own, own
     assert sum(k.startswith("tuned") for k in own) == 15, own
     assert all(n == 0 for counts in own.values() for n in counts.values()), own
     assert found["4.1 map: relu"]["float32"] > 0

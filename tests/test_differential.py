@@ -827,6 +827,14 @@ CUDA_EDGES = {
         [(np.zeros((0, 2)), "c")],
         {"key": (slice(2, 0),), "shape": (3, 2)},
     ),
+    "matmul-f32-ragged-views": ("matmul", [(_normal((13, 9), "float32"), "s"), (_normal((9, 11), "float32"), "t")], {}),
+    "matmul-f64-batched": ("matmul", [(_normal((3, 5, 6)), "t"), (_normal((6, 7)), "o")], {}),
+    "matmul-f32-specials": (
+        "matmul",
+        [(_quarters((5, 6), "float32", [((1, 2), NAN), ((3, 0), INF)]), "c"), (_normal((6, 4), "float32"), "s")],
+        {},
+    ),
+    "matmul-empty-k": ("matmul", [(np.zeros((3, 0), "float32"), "c"), (np.zeros((0, 4), "float32"), "c")], {}),
     "sum-empty": ("sum", [(np.zeros((0, 3), "float32"), "c")], {"axis": 0}),
     "mean-f64-view": ("mean", [(_normal((3, 4)), "t")], {"axis": 1}),
     # every path of the tuned reductions (cuda/reduce.py) on the simulator's launch sizes
@@ -845,7 +853,8 @@ CUDA_EDGES = {
 # the cases the tuned kernels serve (cb.tuned(True): a real GPU's default, off on the simulator)
 TUNED_EDGES = sorted(
     k for k, (name, _, _) in CUDA_EDGES.items()
-    if name in ("sum", "max", "min", "mean", "softmax", "logsumexp", "layer_norm")
+    if name in ("sum", "max", "min", "mean", "softmax", "logsumexp", "layer_norm", "matmul", "conv2d")
+    or k.startswith(("matmul", "conv"))
 )  # fmt: skip
 
 

@@ -47,6 +47,13 @@ def test_local_grading_passes_the_switch_on_and_official_grading_does_not(monkey
     assert util.RERUN not in base_env(True, "/tmp")
 
 
+def test_grading_children_run_the_learners_kernels_not_the_tuned_ones(monkeypatch):
+    monkeypatch.setenv("MINITORCH_CUDA_TUNED", "1")
+    for official in (False, True):
+        for gpu in (False, True):
+            assert base_env(official, "/tmp", gpu)["MINITORCH_CUDA_TUNED"] == "0"
+
+
 def test_a_child_that_dies_is_reported_with_what_it_printed(monkeypatch, tmp_path):
     # The child's first import fails, as when its boot called a function that had moved.
     (tmp_path / "pytest.py").write_text("raise RuntimeError('the child says why it stopped')\n")

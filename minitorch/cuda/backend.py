@@ -8,7 +8,8 @@ everything that computes launches a kernel built by an exercise of
 * elementwise ops map their scalar formula (4.1), broadcasting ops zip it (4.2);
 * ``sum`` over every axis uses the shared-memory block sum (4.3); other
   reductions fold one axis at a time (4.4); ``mean`` is a sum and a division;
-* ``matmul`` is the tiled kernel (4.5).
+* ``matmul`` is the tiled kernel (4.5); under ``TUNED``, float matmuls run the
+  register-blocked kernel of :mod:`.gemm`.
 
 Under ``TUNED`` (a real GPU) reductions of dense tensors take the course's warp-shuffle
 kernels instead (:mod:`.reduce`).
@@ -422,11 +423,13 @@ def launch_matmul(kernel, a: TensorData, b: TensorData, block: int, dtype) -> Te
 
 @register_kernel("matmul", "cuda")
 def matmul(a, b, out):
+    if TUNED and gemm.covers(out.dtype):  # register-blocked tiles (gemm.py)
+        return gemm.matmul(a, b, out.dtype)
     return launch_matmul(compiled("4.5", TILE, matmul_type(out.dtype)), a, b, TILE, out.dtype)
 
 
 # The framework's own kernels beyond the exercises (they import this module).
-from . import conv, rows  # noqa: E402, F401
+from . import conv, gemm, rows  # noqa: E402, F401
 from . import reduce as _reductions  # noqa: E402  (the tuned reductions)
 
 __all__ = ["CudaBackend", "SIMULATOR", "THREADS", "TILE", "compiled", "gpu_present", "numba"]

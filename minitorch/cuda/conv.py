@@ -32,7 +32,7 @@ from ..core.instrument import launch
 from ..core.registry import Spec, register_kernel
 from ..tensor.data import TensorData
 from . import backend as cb
-from . import lowering, rows  # rows.nan_max: numpy's maximum, NaN wins
+from . import gemm, lowering, rows  # rows.nan_max: numpy's maximum, NaN wins
 
 
 def _dense(x: TensorData, dtype) -> TensorData:
@@ -89,13 +89,36 @@ def im2col(x: TensorData, kernel_hw, stride: int, padding: int, oh: int, ow: int
 
 @register_kernel("conv2d", "cuda")
 def conv2d(x, w, out, stride, padding):
-    n, o, oh, ow = out.shape
     if not out.size or not w.shape[1]:
         return cb.fill(out.shape, out.dtype, 0)
+    return TensorData.contiguous(_conv_matmul(x, w, out, stride, padding).storage, out.shape)
+
+
+def _conv_matmul(x, w, out, stride, padding, matmul=_matmul):
+    """The convolution as ``matmul(W (O, CKK), columns (N, CKK, OH*OW), dtype)``, (N, O, OH*OW)."""
+    n, o, oh, ow = out.shape
     cols = im2col(x, w.shape[2:], stride, padding, oh, ow, out.dtype, batch_first=True)
     w2 = _dense(w, out.dtype)
     w2 = TensorData.contiguous(w2.storage, (o, cols.shape[1]))
-    y = _matmul(w2, cols, out.dtype)  # (O, CKK) @ (N, CKK, OH*OW) -> (N, O, OH*OW)
+    return matmul(w2, cols, out.dtype)  # laid out as the output: no transposing copy
+
+
+def conv2d_epilogue(x, w, out, stride, padding, epilogue, e: TensorData) -> TensorData:
+    """``epilogue(conv2d(x, w), e)`` with the tuned matmul applying it at store (one kernel
+    after the im2col gather); ``e`` broadcasts to ``out.shape``."""
+    n, o, oh, ow = out.shape
+    if not out.size:
+        return cb._empty(out.shape, out.dtype)
+    e = gemm.broadcast(e, out.shape)
+    if oh > 1 and ow > 1 and e.strides[2] != e.strides[3] * ow:  # (OH, OW) not one axis
+        e = cb._BACKEND.copy(e)
+    s = e.strides
+    e3 = TensorData(e.storage, (n, o, oh * ow), (s[0], s[1], s[3] if ow > 1 else s[2]), e.offset)
+
+    def fused(a, b, dtype):
+        return gemm.matmul(a, b, dtype, epilogue, e3)
+
+    y = _conv_matmul(x, w, out, stride, padding, fused)
     return TensorData.contiguous(y.storage, out.shape)
 
 

@@ -7,9 +7,10 @@ sizes from the last axis, and reads every input at ``offset + index . strides``.
 Each input element is read once per output element that needs it, the output
 written once: a chain of N ops costs one kernel's traffic instead of N.
 
-Reductions and epilogue groups on the GPU run their subgraph op by op
-(chapter 4's kernels); no GPU cost model is needed for ``exp``/``tanh``, the
-device has fast hardware versions.
+Reductions on the GPU run their subgraph op by op (chapter 4's kernels); an
+epilogue group (matmul or conv2d, then bias and relu) is one tuned matmul that
+applies it as it stores (:mod:`.epilogue_cuda`). No GPU cost model is needed for
+``exp``/``tanh``, the device has fast hardware versions.
 """
 
 from __future__ import annotations
@@ -124,6 +125,10 @@ def make_cuda_kernel(node: Node) -> Callable:
 
     if capability.missing(CODEGEN):  # exercises 7.6-7.10 not written yet: run op by op
         return interpreted_kernel(node)
+    if node.attrs.get("kind") == "epilogue":  # the tuned matmul applies it as it stores
+        from .epilogue_cuda import epilogue_kernel
+
+        return epilogue_kernel(node, interpreted_kernel(node))
     try:
         return CudaElementwise(node)
     except ValueError:
