@@ -72,6 +72,7 @@ def tuned(on: bool = True):
     finally:
         TUNED = old
 
+
 _kernels: dict = {}
 _device_fns: dict = {}
 _meta_cache: dict = {}
@@ -184,7 +185,10 @@ def fill(shape, dtype, value) -> TensorData:
     out = _empty(shape, dtype)
     if out.size:
         threads = min(THREADS, out.size)
-        launch(own_kernel(_fill), _blocks(out.size, threads), threads,
+        blocks = _blocks(out.size, threads)
+        if TUNED:  # the device's launch sizes
+            blocks, threads = elementwise.grid(out.size)
+        launch(own_kernel(_fill), blocks, threads,
                out.storage, out.size, out.dtype.type(value), name="fill")  # fmt: skip
     return out
 
@@ -208,6 +212,8 @@ def copy_into(dst: TensorData, src: TensorData) -> None:
 
 
 def launch_map(fn, a: TensorData, shape, dtype) -> TensorData:
+    if TUNED and (out := elementwise.map_tuned(fn, a, shape, dtype)) is not None:
+        return out
     out = _empty(shape, dtype)
     if out.size:
         k = compiled("4.1", fn)
@@ -219,6 +225,8 @@ def launch_map(fn, a: TensorData, shape, dtype) -> TensorData:
 
 
 def launch_zip(fn, a: TensorData, b: TensorData, shape, dtype) -> TensorData:
+    if TUNED and (out := elementwise.zip_tuned(fn, a, b, shape, dtype)) is not None:
+        return out
     out = _empty(shape, dtype)
     if out.size:
         k = compiled("4.2", fn)
@@ -420,6 +428,6 @@ def matmul(a, b, out):
 
 
 # The framework's own kernels beyond the exercises (they import this module).
-from . import conv, rows  # noqa: E402, F401
+from . import conv, elementwise, rows  # noqa: E402, F401
 
 __all__ = ["CudaBackend", "SIMULATOR", "THREADS", "TILE", "compiled", "gpu_present", "numba"]

@@ -1,0 +1,206 @@
+"""Course kernels for contiguous elementwise work on a real GPU (framework code, not exercises).
+
+Exercises 4.1 and 4.2 turn every output ordinal into a multi-index and back into a
+position for each input: a dozen integer divisions per element, which bound them far below
+the memory's bandwidth. Most elementwise work needs none of that: the output is contiguous,
+and each input is either laid out like it or is a contiguous block repeated by broadcasting
+(a scalar, a row such as a bias, a column, a channel vector). For those the position of
+output element ``i`` in an input is ``(i // inner) % count``, and mostly less
+(:func:`layout`). These kernels read it that way in a grid-stride loop that keeps four
+elements per thread in flight (all loads before the stores), with launch sizes from the
+device's properties (:func:`launch_shape`).
+
+The backend uses them only under ``backend.TUNED`` (default on a real GPU): on the
+simulator the learners' kernels must serve every case, since grading measures those.
+Anything they do not cover (strided views, broadcasts that are not one block) returns None
+and falls back to the exercises.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numba
+from numba import cuda
+
+from ..core.instrument import launch
+from ..tensor.data import TensorData
+from . import backend as cb
+
+# How an input's element for output ordinal i is found (compile-time constants of a kernel).
+SAME, SCALAR, PERIOD, STRETCH, BLOCK = range(5)
+UNROLL = 4  # elements in flight per thread per loop trip
+MIN_PER_THREAD = 4  # fewer blocks for small arrays: each thread does at least this many
+
+
+def sizes_for(sms: int, max_threads: int, warp: int, per_sm: int) -> tuple[int, int]:
+    """(threads per block, most blocks) for a device with ``sms`` multiprocessors.
+
+    256 threads (8 warps) per block lets several blocks share a multiprocessor; the grid
+    fills every multiprocessor with as many blocks as it holds at once, twice over so one
+    finishing early leaves no multiprocessor idle. The grid-stride loop covers the rest."""
+    threads = max(warp, min(256, max_threads) // warp * warp)
+    return threads, 2 * sms * max(1, per_sm // threads)
+
+
+@functools.cache
+def launch_shape() -> tuple[int, int]:
+    """The device's :func:`sizes_for`, read once; the backend's tiny sizes on the simulator."""
+    if cb.SIMULATOR:
+        return cb.THREADS, cb.MAX_BLOCKS
+    dev = cuda.get_current_device()
+    return sizes_for(dev.MULTIPROCESSOR_COUNT, dev.MAX_THREADS_PER_BLOCK, dev.WARP_SIZE,
+                     dev.MAX_THREADS_PER_MULTIPROCESSOR)  # fmt: skip
+
+
+def grid(n: int) -> tuple[int, int]:
+    """(blocks, threads) for ``n`` elements."""
+    threads, most = launch_shape()
+    return max(1, min(most, math.ceil(n / (threads * MIN_PER_THREAD)))), threads
+
+
+def layout(x: TensorData, shape) -> tuple[int, int, int] | None:
+    """(kind, inner, count) locating ``x``'s element for each ordinal of the contiguous
+    ``shape`` it broadcasts to, or None when ``x`` is not one contiguous block so repeated.
+
+    ``x``'s dims that are not broadcast must be consecutive dims of ``shape``: their
+    ``count`` elements repeat over the ``inner`` elements of the dims after them."""
+    if not x.is_contiguous():
+        return None
+    lead = len(shape) - x.ndim
+    kept = [d for d, n in enumerate(shape) if n != 1 and d >= lead and x.shape[d - lead] == n]
+    if not kept:
+        return SCALAR, 1, 1
+    if kept[-1] - kept[0] + 1 != len(kept):
+        return None
+    count = math.prod(shape[kept[0] : kept[-1] + 1])
+    inner = math.prod(shape[kept[-1] + 1 :])
+    outer = math.prod(shape[: kept[0]])
+    if inner == 1:
+        return (SAME if outer == 1 else PERIOD), 1, count
+    return (STRETCH if outer == 1 else BLOCK), inner, count
+
+
+def _loader(kind):
+    """A device function reading input ``x`` (offset ``off``) for output ordinal ``i``."""
+    if kind == SAME:
+        return cuda.jit(device=True)(lambda x, off, i, inner, count: x[off + i])
+    if kind == SCALAR:
+        return cuda.jit(device=True)(lambda x, off, i, inner, count: x[off])
+    if kind == PERIOD:
+        return cuda.jit(device=True)(lambda x, off, i, inner, count: x[off + i % count])
+    if kind == STRETCH:
+        return cuda.jit(device=True)(lambda x, off, i, inner, count: x[off + i // inner])
+    return cuda.jit(device=True)(lambda x, off, i, inner, count: x[off + (i // inner) % count])
+
+
+_LOADERS = {kind: _loader(kind) for kind in range(5)}
+
+
+def map_body(fn, kind):
+    """``out[i] = fn(a[i's element])`` over the contiguous ``out`` of ``n`` elements."""
+    ld = _LOADERS[kind]
+
+    def kernel(out, n, a, ao, ai, ac):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i + 3 * step < n:  # UNROLL = 4: the four loads issue before any store
+            j, k, m = i + step, i + 2 * step, i + 3 * step
+            x0, x1, x2, x3 = (
+                ld(a, ao, i, ai, ac),
+                ld(a, ao, j, ai, ac),
+                ld(a, ao, k, ai, ac),
+                ld(a, ao, m, ai, ac),
+            )
+            out[i], out[j], out[k], out[m] = fn(x0), fn(x1), fn(x2), fn(x3)
+            i += 4 * step
+        while i < n:
+            out[i] = fn(ld(a, ao, i, ai, ac))
+            i += step
+
+    return kernel
+
+
+def zip_body(fn, kind_a, kind_b):
+    """``out[i] = fn(a[i's element], b[i's element])`` over the contiguous ``out``."""
+    la, lb = _LOADERS[kind_a], _LOADERS[kind_b]
+
+    def kernel(out, n, a, ao, ai, ac, b, bo, bi, bc):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i + 3 * step < n:
+            j, k, m = i + step, i + 2 * step, i + 3 * step
+            x0, x1, x2, x3 = (
+                la(a, ao, i, ai, ac),
+                la(a, ao, j, ai, ac),
+                la(a, ao, k, ai, ac),
+                la(a, ao, m, ai, ac),
+            )
+            y0, y1, y2, y3 = (
+                lb(b, bo, i, bi, bc),
+                lb(b, bo, j, bi, bc),
+                lb(b, bo, k, bi, bc),
+                lb(b, bo, m, bi, bc),
+            )
+            out[i], out[j], out[k], out[m] = fn(x0, y0), fn(x1, y1), fn(x2, y2), fn(x3, y3)
+            i += 4 * step
+        while i < n:
+            out[i] = fn(la(a, ao, i, ai, ac), lb(b, bo, i, bi, bc))
+            i += step
+
+    return kernel
+
+
+def _operand(x: TensorData, shape):
+    found = layout(x, shape)
+    if found is None:
+        return None
+    kind, inner, count = found
+    return kind, (x.storage, x.offset, inner, count)
+
+
+def map_tuned(fn, a: TensorData, shape, dtype) -> TensorData | None:
+    """The map of ``fn`` over ``a`` broadcast to ``shape``, or None when ``a``'s layout is not
+    covered (the backend then runs exercise 4.1)."""
+    op = _operand(a, shape)
+    if op is None:
+        return None
+    out = cb._empty(shape, dtype)
+    if out.size:
+        kernel = cb.own_kernel(map_body, fn, op[0])
+        launch(kernel, *grid(out.size), out.storage, out.size, *op[1], name="map")
+    return out
+
+
+def zip_tuned(fn, a: TensorData, b: TensorData, shape, dtype) -> TensorData | None:
+    """``fn`` of ``a`` and ``b`` broadcast to ``shape``, or None (the backend runs 4.2)."""
+    op_a, op_b = _operand(a, shape), _operand(b, shape)
+    if op_a is None or op_b is None:
+        return None
+    out = cb._empty(shape, dtype)
+    if out.size:
+        kernel = cb.own_kernel(zip_body, fn, op_a[0], op_b[0])
+        launch(kernel, *grid(out.size), out.storage, out.size, *op_a[1], *op_b[1], name="zip")
+    return out
+
+
+# What the tuned kernels compute in on a GPU (``python -m minitorch.cuda.lowering``): each
+# must compile for the device; a float32 kernel should have no float64 left but what the op's
+# scalar formula brings (its float literals).
+def _lowered(name, unary):
+    from ..core.registry import get_op
+    from . import lowering
+
+    i64 = numba.int64
+
+    @lowering.register(f"tuned {'map' if unary else 'zip'}: {name}", ("float32", "int64"))
+    def _(t):
+        fn, view = cb.device_fn(get_op(name)), (t[::1], i64, i64, i64)
+        if unary:
+            return map_body(fn, SAME), (t[::1], i64) + view
+        return zip_body(fn, SAME, BLOCK), (t[::1], i64) + view * 2
+
+
+for _name, _unary in (("add", False), ("mul", False), ("relu", True), ("neg", True)):
+    _lowered(_name, _unary)
