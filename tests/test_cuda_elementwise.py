@@ -98,8 +98,14 @@ def test_tuned_map_equals_numpy_and_the_exercise(op, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("src", "dst"), [("float32", "float64"), ("float64", "int64"), ("int64", "bool"),
-                     ("bool", "float32"), ("float32", "bool")],  # fmt: skip
+    ("src", "dst"),
+    [
+        ("float32", "float64"),
+        ("float64", "int64"),
+        ("int64", "bool"),
+        ("bool", "float32"),
+        ("float32", "bool"),
+    ],  # fmt: skip
 )
 def test_tuned_cast_copy_fill_and_where(src, dst, monkeypatch):
     a = _values((3, 211), src)
@@ -149,3 +155,26 @@ def test_launch_sizes_come_from_the_device_properties():
     assert ew.sizes_for(2, 128, 32, 128) == (128, 4)  # small blocks: still whole warps
     assert ew.launch_shape() == (cb.THREADS, cb.MAX_BLOCKS)  # tiny on the simulator
     assert ew.grid(10) == (1, cb.THREADS) and ew.grid(10**6)[0] == cb.MAX_BLOCKS
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "bool"])
+def test_pinned_staging_copies_round_trip(dtype, monkeypatch):
+    # Chunks of 40 bytes: many of them, the last one partial, both buffers reused.
+    from minitorch.cuda import copies
+
+    a = _values((3, 337), dtype)
+    dev = copies.to_device(a.reshape(-1), chunk=40, small=0)
+    np.testing.assert_array_equal(dev.copy_to_host(), a.reshape(-1))
+    back = copies.to_host(dev, chunk=40, small=0)
+    assert back.dtype == a.dtype
+    np.testing.assert_array_equal(back, a.reshape(-1))
+    # the backend copies through them under TUNED, in chunks of 48 bytes here
+    monkeypatch.setattr(copies, "SMALL", 0)
+    monkeypatch.setattr(copies, "CHUNK", 48)
+    chunks = []
+    real = copies._chunks
+    monkeypatch.setattr(copies, "_chunks", lambda *x: chunks.append(x) or real(*x))
+    with cb.tuned(True):
+        t = mt.tensor(a, device="cuda")
+        np.testing.assert_array_equal(t[1:].numpy(), a[1:])
+    assert len(chunks) == 2  # one each way
