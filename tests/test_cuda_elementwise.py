@@ -82,7 +82,7 @@ def test_tuned_zip_equals_numpy_and_the_exercise(case, offset, dtype, monkeypatc
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("op", ["relu", "exp", "log", "sigmoid", "neg", "sqrt"])
+@pytest.mark.parametrize("op", ["relu", "exp", "log", "sigmoid", "neg", "sqrt", "recip", "gelu"])
 def test_tuned_map_equals_numpy_and_the_exercise(op, dtype, monkeypatch):
     a = _values((7, 101), dtype)
     ta = _cuda(a, True)
@@ -91,7 +91,10 @@ def test_tuned_map_equals_numpy_and_the_exercise(op, dtype, monkeypatch):
     with cb.tuned(True), monkeypatch.context() as m:
         _forbid_exercises(m)
         got = mt.dispatch(op, ta).numpy()
-    np.testing.assert_array_equal(got, untuned)
+    if dtype == "float64":
+        np.testing.assert_array_equal(got, untuned)
+    else:  # the tuned formula computes in float32 (elementwise.typed): rounding may differ
+        np.testing.assert_allclose(got, untuned, rtol=1e-6, atol=1e-37)
     with mt.use_backend("numpy"):
         want = mt.dispatch(op, mt.tensor(a)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -18,10 +18,14 @@ and falls back to the exercises.
 
 from __future__ import annotations
 
+import ast
 import functools
+import inspect
 import math
+import textwrap
 
 import numba
+import numpy as np
 from numba import cuda
 
 from ..core.instrument import launch
@@ -152,6 +156,68 @@ def zip_body(fn, kind_a, kind_b):
     return kernel
 
 
+class _TypeLiterals(ast.NodeTransformer):
+    """Wraps every float constant (a literal, ``math.inf``, a module-level float) in ``_T_``."""
+
+
+    def __init__(self, env):
+        self.env, self.changed = env, False
+
+    def _typed(self, node):
+        self.changed = True
+        return ast.Call(ast.Name("_T_", ast.Load()), [node], [])
+
+    def visit_Constant(self, node):
+        return self._typed(node) if type(node.value) is float else node
+
+    def visit_Attribute(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in (
+            "inf", "nan", "pi", "e"):  # fmt: skip
+            return self._typed(node)
+        return self.generic_visit(node)
+
+    def visit_Call(self, node):  # math.copysign(1, x): an int argument of math's is a float
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "math":
+            node.args = [self._typed(a) if isinstance(a, ast.Constant) and type(a.value) is int
+                         else a for a in node.args]  # fmt: skip
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        is_float = type(self.env.get(node.id)) is float and isinstance(node.ctx, ast.Load)
+        return self._typed(node) if is_float else node
+
+
+@functools.cache
+def typed(fn, dtype):
+    """The device function ``fn`` with its float constants and arguments in ``dtype``.
+
+    A scalar formula written for Python (``x if x > 0 else 0.0``) computes in float64 on
+    the device, since Numba types a float literal as float64: a float32 map pays for
+    float64 arithmetic and conversions (``python -m minitorch.cuda.lowering`` counts them).
+    Rewritten with ``_T_(0.0)`` (``_T_`` the dtype's Numba type, which folds at compile
+    time) it stays in float32. Only float32 results are rewritten, and only formulas whose
+    source is a ``def``; anything else is returned as it is."""
+    py = getattr(fn, "py_func", None)
+    if np.dtype(dtype) != np.float32 or not inspect.isfunction(py) or py.__name__ == "<lambda>":
+        return fn
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(py)))
+    except (OSError, SyntaxError):
+        return fn
+    env = dict(py.__globals__, **inspect.getclosurevars(py).nonlocals, _T_=numba.float32)
+    rewrite = _TypeLiterals(env)
+    func = rewrite.visit(tree).body[0]
+    if not rewrite.changed:
+        return fn
+    func.decorator_list = []
+    args = [a.arg for a in func.args.args]  # an int argument of a float op is cast first
+    func.body[:0] = ast.parse(f"{', '.join(args)}, = {', '.join(f'_T_({a})' for a in args)},").body
+    code = compile(ast.fix_missing_locations(tree), f"<typed {py.__qualname__}>", "exec")
+    exec(code, env)
+    return cuda.jit(device=True)(env[func.name])
+
+
 def _operand(x: TensorData, shape):
     found = layout(x, shape)
     if found is None:
@@ -168,7 +234,7 @@ def map_tuned(fn, a: TensorData, shape, dtype) -> TensorData | None:
         return None
     out = cb._empty(shape, dtype)
     if out.size:
-        kernel = cb.own_kernel(map_body, fn, op[0])
+        kernel = cb.own_kernel(map_body, typed(fn, dtype), op[0])
         launch(kernel, *grid(out.size), out.storage, out.size, *op[1], name="map")
     return out
 
@@ -180,27 +246,28 @@ def zip_tuned(fn, a: TensorData, b: TensorData, shape, dtype) -> TensorData | No
         return None
     out = cb._empty(shape, dtype)
     if out.size:
-        kernel = cb.own_kernel(zip_body, fn, op_a[0], op_b[0])
+        kernel = cb.own_kernel(zip_body, typed(fn, dtype), op_a[0], op_b[0])
         launch(kernel, *grid(out.size), out.storage, out.size, *op_a[1], *op_b[1], name="zip")
     return out
 
 
 # What the tuned kernels compute in on a GPU (``python -m minitorch.cuda.lowering``): each
-# must compile for the device; a float32 kernel should have no float64 left but what the op's
-# scalar formula brings (its float literals).
+# compiles for the device, and a float32 one keeps no float64 (its formula typed).
 def _lowered(name, unary):
     from ..core.registry import get_op
     from . import lowering
 
     i64 = numba.int64
 
-    @lowering.register(f"tuned {'map' if unary else 'zip'}: {name}", ("float32", "int64"))
+    @lowering.register(f"tuned {'map' if unary else 'zip'}: {name}", ("float32",))
     def _(t):
-        fn, view = cb.device_fn(get_op(name)), (t[::1], i64, i64, i64)
+        fn, view = typed(cb.device_fn(get_op(name)), str(t)), (t[::1], i64, i64, i64)
         if unary:
             return map_body(fn, SAME), (t[::1], i64) + view
         return zip_body(fn, SAME, BLOCK), (t[::1], i64) + view * 2
 
 
-for _name, _unary in (("add", False), ("mul", False), ("relu", True), ("neg", True)):
+LOWERED = {"add": 0, "mul": 0, "div": 0, "neg": 1, "relu": 1, "exp": 1, "log": 1, "sqrt": 1,
+           "recip": 1, "sigmoid": 1, "gelu": 1}  # fmt: skip
+for _name, _unary in LOWERED.items():
     _lowered(_name, _unary)
