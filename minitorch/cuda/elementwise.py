@@ -159,7 +159,6 @@ def zip_body(fn, kind_a, kind_b):
 class _TypeLiterals(ast.NodeTransformer):
     """Wraps every float constant (a literal, ``math.inf``, a module-level float) in ``_T_``."""
 
-
     def __init__(self, env):
         self.env, self.changed = env, False
 
