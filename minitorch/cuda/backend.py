@@ -12,7 +12,8 @@ everything that computes launches a kernel built by an exercise of
 
 The framework's own kernels load with the backend: ``fill`` and ``pad_slice`` here,
 convolution and pooling (:mod:`.conv`), the row ops softmax, logsumexp and argmax
-(:mod:`.rows`). None of them copies data to the host.
+(:mod:`.rows`). None of them copies data to the host. Under ``TUNED`` (a real GPU)
+contiguous elementwise work runs :mod:`.elementwise`'s kernels, host copies :mod:`.copies`.
 
 Compiled kernels are cached per (exercise, implementation, compile-time
 arguments), so switching between learner and reference code recompiles.
