@@ -34,7 +34,6 @@ from . import backend as cb
 
 # How an input's element for output ordinal i is found (compile-time constants of a kernel).
 SAME, SCALAR, PERIOD, STRETCH, BLOCK = range(5)
-UNROLL = 4  # elements in flight per thread per loop trip
 MIN_PER_THREAD = 4  # fewer blocks for small arrays: each thread does at least this many
 
 
@@ -109,7 +108,7 @@ def map_body(fn, kind):
     def kernel(out, n, a, ao, ai, ac):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        while i + 3 * step < n:  # UNROLL = 4: the four loads issue before any store
+        while i + 3 * step < n:  # four elements a trip: the four loads issue before any store
             j, k, m = i + step, i + 2 * step, i + 3 * step
             x0, x1, x2, x3 = (
                 ld(a, ao, i, ai, ac),
