@@ -5,12 +5,11 @@ position for each input: a dozen integer divisions per element, which bound them
 the memory's bandwidth. Most elementwise work needs none of that: the output is contiguous,
 and each input is either laid out like it or is a contiguous block repeated by broadcasting
 (a scalar, a row such as a bias, a column, a channel vector). For those the position of
-output element ``i`` in an input is ``(i // inner) % count``, and mostly less
+output element ``i`` in an input is ``(i // inner) % count``, or simply ``i`` or 0
 (:func:`layout`). These kernels read it that way in a grid-stride loop that keeps four
 elements per thread in flight (all loads before the stores), with launch sizes from the
-device's properties (:func:`launch_shape`). A same-shape or scalar operand costs no index
-arithmetic; a row, column or channel operand one int64 division or remainder per element
-(if the bench shows those rows short of the copy rate on a GPU, this is the place to look).
+device's properties (:func:`launch_shape`). No element pays an index division: a row,
+column or channel operand keeps a cursor that the loop advances with adds.
 
 The backend uses them only under ``backend.TUNED`` (default on a real GPU): on the
 simulator the learners' kernels must serve every case, since grading measures those.
@@ -87,41 +86,70 @@ def layout(x: TensorData, shape) -> tuple[int, int, int] | None:
     return (STRETCH if outer == 1 else BLOCK), inner, count
 
 
-def _loader(kind):
-    """A device function reading input ``x`` (offset ``off``) for output ordinal ``i``."""
+# An operand repeated by broadcasting keeps a cursor instead of dividing per element: its
+# position q = (i // inner) % count and r = i % inner, advanced by the grid's stride with
+# adds and one compare each (the stride's own quotient and remainder are found once).
+@cuda.jit(device=True)
+def _cursor_start(i, step, inner, count):
+    return (i // inner) % count, i % inner, (step // inner) % count, step % inner
+
+
+@cuda.jit(device=True)
+def _cursor_step(q, r, dq, dr, inner, count):
+    r += dr
+    q += dq
+    if r >= inner:
+        r -= inner
+        q += 1
+    if q >= count:
+        q -= count
+    return q, r
+
+
+@cuda.jit(device=True)
+def _no_cursor(i, step, inner, count):
+    return 0, 0, 0, 0
+
+
+@cuda.jit(device=True)
+def _no_step(q, r, dq, dr, inner, count):
+    return q, r
+
+
+_same = cuda.jit(device=True)(lambda x, off, i, q: x[off + i])
+_scalar = cuda.jit(device=True)(lambda x, off, i, q: x[off])
+_repeated = cuda.jit(device=True)(lambda x, off, i, q: x[off + q])
+
+
+def _operand_fns(kind):
+    """(start, step, read) device functions for an operand of layout ``kind``."""
     if kind == SAME:
-        return cuda.jit(device=True)(lambda x, off, i, inner, count: x[off + i])
+        return _no_cursor, _no_step, _same
     if kind == SCALAR:
-        return cuda.jit(device=True)(lambda x, off, i, inner, count: x[off])
-    if kind == PERIOD:
-        return cuda.jit(device=True)(lambda x, off, i, inner, count: x[off + i % count])
-    if kind == STRETCH:
-        return cuda.jit(device=True)(lambda x, off, i, inner, count: x[off + i // inner])
-    return cuda.jit(device=True)(lambda x, off, i, inner, count: x[off + (i // inner) % count])
-
-
-_LOADERS = {kind: _loader(kind) for kind in range(5)}
+        return _no_cursor, _no_step, _scalar
+    return _cursor_start, _cursor_step, _repeated
 
 
 def map_body(fn, kind):
     """``out[i] = fn(a[i's element])`` over the contiguous ``out`` of ``n`` elements."""
-    ld = _LOADERS[kind]
+    start, step_, rd = _operand_fns(kind)
 
     def kernel(out, n, a, ao, ai, ac):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
+        q, r, dq, dr = start(i, step, ai, ac)
         while i + 3 * step < n:  # four elements a trip: the four loads issue before any store
             j, k, m = i + step, i + 2 * step, i + 3 * step
-            x0, x1, x2, x3 = (
-                ld(a, ao, i, ai, ac),
-                ld(a, ao, j, ai, ac),
-                ld(a, ao, k, ai, ac),
-                ld(a, ao, m, ai, ac),
-            )
+            q1, r1 = step_(q, r, dq, dr, ai, ac)
+            q2, r2 = step_(q1, r1, dq, dr, ai, ac)
+            q3, r3 = step_(q2, r2, dq, dr, ai, ac)
+            x0, x1, x2, x3 = rd(a, ao, i, q), rd(a, ao, j, q1), rd(a, ao, k, q2), rd(a, ao, m, q3)
             out[i], out[j], out[k], out[m] = fn(x0), fn(x1), fn(x2), fn(x3)
+            q, r = step_(q3, r3, dq, dr, ai, ac)
             i += 4 * step
         while i < n:
-            out[i] = fn(ld(a, ao, i, ai, ac))
+            out[i] = fn(rd(a, ao, i, q))
+            q, r = step_(q, r, dq, dr, ai, ac)
             i += step
 
     return kernel
@@ -129,29 +157,42 @@ def map_body(fn, kind):
 
 def zip_body(fn, kind_a, kind_b):
     """``out[i] = fn(a[i's element], b[i's element])`` over the contiguous ``out``."""
-    la, lb = _LOADERS[kind_a], _LOADERS[kind_b]
+    sa, na, ra = _operand_fns(kind_a)
+    sb, nb, rb = _operand_fns(kind_b)
 
     def kernel(out, n, a, ao, ai, ac, b, bo, bi, bc):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
+        qa, pa, dqa, dpa = sa(i, step, ai, ac)
+        qb, pb, dqb, dpb = sb(i, step, bi, bc)
         while i + 3 * step < n:
             j, k, m = i + step, i + 2 * step, i + 3 * step
+            qa1, pa1 = na(qa, pa, dqa, dpa, ai, ac)
+            qa2, pa2 = na(qa1, pa1, dqa, dpa, ai, ac)
+            qa3, pa3 = na(qa2, pa2, dqa, dpa, ai, ac)
+            qb1, pb1 = nb(qb, pb, dqb, dpb, bi, bc)
+            qb2, pb2 = nb(qb1, pb1, dqb, dpb, bi, bc)
+            qb3, pb3 = nb(qb2, pb2, dqb, dpb, bi, bc)
             x0, x1, x2, x3 = (
-                la(a, ao, i, ai, ac),
-                la(a, ao, j, ai, ac),
-                la(a, ao, k, ai, ac),
-                la(a, ao, m, ai, ac),
+                ra(a, ao, i, qa),
+                ra(a, ao, j, qa1),
+                ra(a, ao, k, qa2),
+                ra(a, ao, m, qa3),
             )
             y0, y1, y2, y3 = (
-                lb(b, bo, i, bi, bc),
-                lb(b, bo, j, bi, bc),
-                lb(b, bo, k, bi, bc),
-                lb(b, bo, m, bi, bc),
+                rb(b, bo, i, qb),
+                rb(b, bo, j, qb1),
+                rb(b, bo, k, qb2),
+                rb(b, bo, m, qb3),
             )
             out[i], out[j], out[k], out[m] = fn(x0, y0), fn(x1, y1), fn(x2, y2), fn(x3, y3)
+            qa, pa = na(qa3, pa3, dqa, dpa, ai, ac)
+            qb, pb = nb(qb3, pb3, dqb, dpb, bi, bc)
             i += 4 * step
         while i < n:
-            out[i] = fn(la(a, ao, i, ai, ac), lb(b, bo, i, bi, bc))
+            out[i] = fn(ra(a, ao, i, qa), rb(b, bo, i, qb))
+            qa, pa = na(qa, pa, dqa, dpa, ai, ac)
+            qb, pb = nb(qb, pb, dqb, dpb, bi, bc)
             i += step
 
     return kernel
