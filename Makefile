@@ -25,6 +25,7 @@ help:
 	@echo "make mutation CH=N    generated mutants of chapter N's references (EX=C.N, SAMPLE=n)"
 	@echo "make test             everything CI runs"
 	@echo "make load-test        every chapter's benchmarks on the reference beside two busy processes"
+	@echo "make bench-gpu        issue 42's table: the cuda device against PyTorch (ARGS=\"--quick --json F\")"
 	@echo "make release          regenerate exercises/ from solutions/notebooks/"
 	@echo "make hashes           record the grader's files in autograder/hashes.json after a change"
 	@echo "make oracle           record the references' comparisons (after a change to tests or references)"
@@ -70,7 +71,7 @@ clean:
 	rm -rf build book/_build .pytest_cache .hypothesis
 
 # instructors: begin (make student-release drops from here to "instructors: end")
-.PHONY: grade-submission check-solutions check-installed check-starter load-test hashes oracle gradescope student-release mutants mutation test pytest book release release-check
+.PHONY: grade-submission check-solutions check-installed check-starter load-test bench-gpu hashes oracle gradescope student-release mutants mutation test pytest book release release-check
 
 # Official grading of a submission folder (its minitorch/ and exercises/), as Gradescope grades:
 # learner code runs as an unprivileged user in a world of its own. Needs root (sudo).
@@ -122,6 +123,10 @@ pytest: $(STAMP)
 
 load-test: $(STAMP)
 	@MINITORCH_LOAD_TEST=full $(PY) -m pytest tests/test_load.py -k under_load -s
+
+# The references on the cuda device (the simulator without a GPU: use ARGS=--quick there).
+bench-gpu: $(STAMP)
+	@MINITORCH_MODE=reference $(PY) -m minitorch.cuda.bench $(ARGS)
 
 book: $(STAMP)
 	@MINITORCH_MODE=reference MINITORCH_MODE_FIXED=1 $(BIN)/jupyter-book build book --warningiserror --keep-going

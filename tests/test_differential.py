@@ -890,3 +890,51 @@ def test_cuda_softmax_of_chapter_4(case, monkeypatch):
     ((a, layout),) = CUDA_EDGES[case][1]
     _cuda_vs_numpy("softmax", [(a, layout)], {"axis": 1})
     _cuda_vs_numpy("softmax", [(a[:, :9], "t")], {"axis": 0})
+
+
+# ---------------------------------------------------------------- cuda: the tuned elementwise kernels
+# minitorch/cuda/elementwise.py serves contiguous (and offset) layouts on a real GPU, under
+# backend.TUNED; here the simulator runs them against numpy. Strided ("s") and transposed
+# ("t") operands fall back to the exercises in the same call.
+_SPECIALS = [((0, 1), NAN), ((1, 2), INF), ((2, 0), -INF), ((0, 3), 0.0)]
+CUDA_TUNED = {
+    "add-f32-row": ("add", [(_normal((3, 70), "float32"), "o"), (_normal(70, "float32"), "c")], {}),
+    "div-f32-specials-column": (
+        "div",
+        [(_quarters((4, 70), "float32", _SPECIALS), "c"), (_quarters((4, 1), "float32"), "o")],
+        {},
+    ),
+    "mul-f64-mixed-scalar": ("mul", [(_normal((5, 61)), "o"), (np.array(2.5, "float32"), "c")], {}),
+    "sub-i64-channels": (
+        "sub",
+        [(_RNG.integers(-9, 9, (2, 3, 50)), "c"), (_RNG.integers(-9, 9, (3, 1)), "c")],
+        {},
+    ),
+    "maximum-f32-nan-strided-fallback": (
+        "maximum",
+        [(_quarters((4, 70), "float32", _SPECIALS), "s"), (_normal(70, "float32"), "c")],
+        {},
+    ),
+    "relu-f32-specials": ("relu", [(_quarters((4, 70), "float32", _SPECIALS), "o")], {}),
+    "sigmoid-f32-specials": ("sigmoid", [(_quarters((4, 70), "float32", _SPECIALS) * 40, "c")], {}),
+    "exp-i64": ("exp", [(_RNG.integers(-3, 4, (300,)), "o")], {}),
+    "log-f32-specials-transposed": ("log", [(_quarters((4, 70), "float32", _SPECIALS), "t")], {}),
+    "cast-f32-to-i64": ("cast", [(_normal((300,), "float32") * 9, "o")], {"dtype": "int64"}),
+    "where-f32": (
+        "where",
+        [
+            (_RNG.random((3, 1)) < 0.5, "c"),
+            (_normal((3, 70), "float32"), "o"),
+            (_quarters((70,), "float32", [((5,), NAN)]), "c"),
+        ],
+        {},
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("case", sorted(CUDA_TUNED))
+def test_cuda_tuned_elementwise(case):
+    from minitorch.cuda import backend as cb
+
+    with cb.tuned(True):
+        _cuda_vs_numpy(*CUDA_TUNED[case])
