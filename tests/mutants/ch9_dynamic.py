@@ -222,3 +222,48 @@ def run_parallel_no_consts(plan, inputs, pool):
 @mutant("9.7", "after a rank change, still compares (and binds) the dims zip pairs up")
 def guard_rank_goes_on(guard, specs):
     return _guard(guard, specs, rank=False)
+
+
+# ---------------------------------------------------------------- issue 43: untried layouts
+
+
+def _ready_queue(plan, inputs, pool, *, count_args=False, outputs_from_steps=False):
+    slots = _slots(plan, inputs)
+    made = {st.out: i for i, st in enumerate(plan.steps)}
+    deps = producers(plan)
+    if count_args:  # one wait per argument a step produced, not per producer
+        deps = [[made[a] for a in st.args if a in made] for st in plan.steps]
+    waiting = [len(d) for d in deps]
+    users = [[] for _ in plan.steps]
+    for i, d in enumerate(producers(plan)):
+        for j in d:
+            users[j].append(i)
+    results = {}
+
+    def submit(i):
+        st = plan.steps[i]
+        return pool.submit(st.kernel, *(slots[a] for a in st.args), out=st.spec, **st.attrs)
+
+    running = {submit(i): i for i, w in enumerate(waiting) if w == 0}
+    while running:
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        for f in sorted(done, key=running.get):
+            i = running.pop(f)
+            slots[plan.steps[i].out] = results[plan.steps[i].out] = f.result()
+            for u in users[i]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    running[submit(u)] = u
+    if outputs_from_steps:  # an output that is an input or a constant has no step
+        return [results.get(s) for s in plan.outputs]
+    return [slots[s] for s in plan.outputs]
+
+
+@mutant("9.10", "waits once per argument: a step reading one producer twice (y * y) never runs")
+def run_parallel_counts_args(plan, inputs, pool):
+    return _ready_queue(plan, inputs, pool, count_args=True)
+
+
+@mutant("9.10", "outputs read from the steps' results: an output that is an input is lost")
+def run_parallel_outputs_from_steps(plan, inputs, pool):
+    return _ready_queue(plan, inputs, pool, outputs_from_steps=True)

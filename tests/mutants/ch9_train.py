@@ -15,7 +15,7 @@ from . import mutant
 
 
 def _saved(graph, k, *, base_of_view=True, caller=("input", "const"), first=None,
-           size=lambda n: n.spec.size * n.spec.dtype.itemsize, check=True):  # fmt: skip
+           size=lambda n: n.spec.size * n.spec.dtype.itemsize, check=True, one_level=False):  # fmt: skip
     nodes = graph.nodes
     if check and not 0 <= k <= len(nodes):
         raise ValueError(f"backward_start {k} out of range")
@@ -23,6 +23,8 @@ def _saved(graph, k, *, base_of_view=True, caller=("input", "const"), first=None
     for n in nodes[:k]:
         if n.op in caller:
             base[n] = None
+        elif base_of_view and node_is_view(n) and one_level:  # the view's input, as it is
+            base[n] = n.inputs[0] if n.inputs and n.inputs[0].op not in caller else None
         elif base_of_view and node_is_view(n):
             base[n] = base.get(n.inputs[0]) if n.inputs else None
         else:
@@ -65,6 +67,19 @@ def saved_activations_by_size(graph, backward_start):
 @mutant("9.1", "no ValueError: a backward_start outside the graph is clipped")
 def saved_activations_clips(graph, backward_start):
     return _saved(graph, max(0, min(backward_start, len(graph.nodes))), check=False)
+
+
+@mutant("9.1", "follows a view back one step only: a view of a view names the first view")
+def saved_activations_one_level(graph, backward_start):
+    return _saved(graph, backward_start, one_level=True)
+
+
+@mutant("9.1", "marks each saved op in its attrs: the caller's graph is changed")
+def saved_activations_marks_graph(graph, backward_start):
+    got = ref.saved_activations(graph, backward_start)
+    for n in got:
+        n.attrs["saved"] = True
+    return got
 
 
 # ---------------------------------------------------------------- 9.2 backward_graph
@@ -259,7 +274,7 @@ def write_back_off_by_one(writes, values):
 
 
 def _donations(plan, *, later=True, through_views=True, follow=True, in_place=True,
-               same=True, own_shape=False):  # fmt: skip
+               same=True, own_shape=False, one_level=False):  # fmt: skip
     if not plan.donated:
         return {}
     made = {st.out: (j, st) for j, st in enumerate(plan.steps)}
@@ -268,7 +283,7 @@ def _donations(plan, *, later=True, through_views=True, follow=True, in_place=Tr
         for a in st.args:
             last[base.get(a, a)] = j
         if through_views and is_view(st) and st.args:
-            base[st.out] = base.get(st.args[0], st.args[0])
+            base[st.out] = st.args[0] if one_level else base.get(st.args[0], st.args[0])
     out = {}
     for o, i in plan.donated.items():
         s = o
@@ -323,6 +338,21 @@ def donations_step_shape(plan):
 @mutant("9.5", "no size or dtype check")
 def donations_any_size(plan):
     return _donations(plan, same=False)
+
+
+@mutant("9.5", "a view of a view of the input is not a read of it (one level of views only)")
+def donations_one_level_views(plan):
+    return _donations(plan, one_level=True)
+
+
+@mutant("9.5", "drops refused donations from plan.donated: the caller's plan is changed")
+def donations_prunes_plan(plan):
+    got = ref.donations(plan)
+    kept = {j: i for j, (i, _) in got.items()}
+    for o, i in list(plan.donated.items()):
+        if i not in kept.values():
+            del plan.donated[o]
+    return got
 
 
 # ---------------------------------------------------------------- 9.6 autotune_choice

@@ -67,7 +67,10 @@ def _rows(graph, got) -> list:
 
 @graded("9.1", points=2)
 def test_saved_activations_of_training_steps():
-    """The suite of 9.11 (MLPs, a norm, a GLU, attention, Adam): every step, whole."""
+    """The suite of 9.11 (MLPs, a norm, a GLU, attention, Adam): every step, whole.
+    contract: The forward values a training step keeps for its backward
+    contract: Return ``{op: bytes}`` for every saved op
+    """
     for name in SUITE:
         graph, k = build(name)
         before = graph.text()
@@ -102,6 +105,9 @@ def _example():
 
 @graded("9.1", points=1)
 def test_saved_activations_boundaries_views_and_errors():
+    """contract: is *saved* when a node at ``backward_start`` or later reads its buffer
+    contract: Raise ``ValueError`` naming ``backward_start`` and the number of nodes
+    """
     g = _example()
     for k, want in [(5, [(1, 128), (3, 128)]), (4, [(1, 128), (3, 128)]), (3, [(1, 128)]),
                     (2, [(1, 128)]), (1, []), (0, []), (len(g.nodes), [])]:  # fmt: skip
@@ -175,6 +181,9 @@ def _grads_eager(fn, arrays, needs):
 @settings(max_examples=12, phases=[Phase.generate])  # no shrinking
 @given(st.integers(0, 5), st.integers(0, 2**16))
 def test_backward_graph_gives_eager_gradients(k, seed):
+    """contract: are leaves: they only receive
+    contract: Every other node passes its gradient ``g`` to its inputs
+    """
     fn, shapes, needs = _programs()[k]
     rng = np.random.default_rng(seed)
     arrays = [rng.uniform(0.5, 2.0, s).astype(np.float32) for s in shapes]
@@ -195,6 +204,9 @@ def test_backward_graph_gives_eager_gradients(k, seed):
 
 @graded("9.2", points=2)
 def test_value_used_twice_accumulates_and_order_0_gets_the_seed():
+    """contract: Inputs not in ``needs_grad`` get no gradient
+    contract: Return ``{node: gradient}`` for every node that got one
+    """
     got, grads, order = _grads_by_graph(
         lambda a: (a * a * a).sum(), [np.array([2.0, -1.0], np.float32)], [True]
     )
@@ -235,6 +247,7 @@ def test_value_used_twice_accumulates_and_order_0_gets_the_seed():
 
 @graded("9.2", points=1)
 def test_no_rule_and_bad_shapes_raise():
+    """contract: Raise ``RuntimeError`` naming the op when it has no rule"""
     import minitorch.core.registry as reg
 
     name = "ch9_norule"

@@ -99,8 +99,13 @@ _DONATIONS = [
 
 @graded("9.5", points=2)
 def test_donations_whole_outputs():
+    """contract: ``plan.donated`` maps an output slot to an input slot
+    contract: if ``st`` itself reads ``i``: every such argument is ``i`` itself
+    contract: Return ``{j: (i, spec.shape)}`` for each safe donation
+    """
     for what, fn, shapes, pairs, want in _DONATIONS:
         plan = _donating(fn, shapes, pairs)
+        before = (plan.text(), dict(plan.donated))
         got = _donated_rows(plan, donations(plan))
         check(
             got == want,
@@ -111,6 +116,10 @@ def test_donations_whole_outputs():
             expected=want,
             plan=plan.text(),
         )
+        # a refused donation stays in plan.donated: the caller's plan is read, not pruned
+        check((plan.text(), dict(plan.donated)) == before, "9.5",
+              f"{what}: the plan was changed (plan.donated included): decide only",
+              donated=text(dict(plan.donated)))  # fmt: skip
 
 
 @graded("9.5", points=1)
@@ -180,6 +189,10 @@ def _cands(*names):
 
 @graded("9.6", points=2)
 def test_measures_each_once_and_caches_the_fastest():
+    """contract: measuring only when the cache cannot say
+    contract: If ``cache[key]`` names one of ``candidates``, return it and measure nothing
+    contract: Otherwise call ``measure(fn)`` exactly once per candidate
+    """
     cache = {}
     timer = _Timer({"blas": 2e-3, "numba": 1e-3, "loops": 5e-3})
     got = autotune_choice(cache, "k", _cands("blas", "numba", "loops"), timer)
@@ -210,6 +223,9 @@ def test_measures_each_once_and_caches_the_fastest():
 
 @graded("9.6", points=1)
 def test_stale_choice_and_no_candidates():
+    """contract: A cached name that is not a candidate any more
+    contract: No candidates: raise ``OpError("autotune", ...)`` naming ``key``
+    """
     cache = {"k": "removed"}
     timer = _Timer({"a": 3.0, "b": 1.0})
     got = autotune_choice(cache, "k", _cands("a", "b"), timer)

@@ -32,6 +32,11 @@ class _N:
 
 @graded("9.3", points=2)
 def test_last_write_wins_and_outputs_are_shared():
+    """contract: ``node`` the new value (``None``: set to None
+    contract: Return the pair ``(outputs, writes)``
+    contract: ``outputs`` starts with ``leaves`` (in order)
+    contract: only its **last** update counts
+    """
     loss, g1, g2, w2, v = (_N(n) for n in ("loss", "g1", "g2", "w2", "v"))
     w, b, state = minitorch.zeros(2), minitorch.zeros(2), {}
     updates = [
@@ -70,6 +75,7 @@ def test_last_write_wins_and_outputs_are_shared():
 
 @graded("9.3", points=1)
 def test_targets_compare_by_identity_and_key():
+    """contract: Two targets are the same when ``kind`` and ``key`` are equal"""
     a, b = minitorch.zeros(2), minitorch.zeros(2)  # equal values, different tensors
     s = {}
     n1, n2, n3, n4 = (_N(k) for k in "1234")
@@ -96,6 +102,9 @@ def test_targets_compare_by_identity_and_key():
 
 @graded("9.4", points=2)
 def test_write_back_applies_each_kind():
+    """contract: the same Parameter object stays in the model
+    contract: Any other kind raises ``OpError("compile", ...)`` naming it
+    """
     p = nn.Parameter(minitorch.tensor([1.0, 2.0]))
     q = nn.Parameter(minitorch.tensor([5.0]))
     q.grad = minitorch.tensor([9.0])
