@@ -15,7 +15,16 @@ from . import mutant
 # ---------------------------------------------------------------- 9.7 symbolic_guard_failures
 
 
-def _guard(guard, specs, equal=True, min_size=True, bind_invalid=False, dtype=True, rank=True):
+def _guard(
+    guard,
+    specs,
+    equal=True,
+    min_size=True,
+    bind_invalid=False,
+    dtype=True,
+    rank=True,
+    symbols_at_0=False,
+):
     reasons, bound = [], {}
     for g, s in zip(guard, specs):
         if s.ndim != len(g.dims):
@@ -28,6 +37,8 @@ def _guard(guard, specs, equal=True, min_size=True, bind_invalid=False, dtype=Tr
             reasons.append(f"{g.name}.device changed from {g.device} to {s.device}")
         for d, (want, size) in enumerate(zip(g.dims, s.shape)):
             where = f"{g.name}.shape[{d}]"
+            if symbols_at_0 and isinstance(want, str) and d > 0:
+                continue  # "the batch is dim 0": a symbol elsewhere is not checked
             if not isinstance(want, str):
                 if size != want:
                     reasons.append(f"{where} changed from {want} to {size}")
@@ -267,3 +278,27 @@ def run_parallel_counts_args(plan, inputs, pool):
 @mutant("9.10", "outputs read from the steps' results: an output that is an input is lost")
 def run_parallel_outputs_from_steps(plan, inputs, pool):
     return _ready_queue(plan, inputs, pool, outputs_from_steps=True)
+
+
+@mutant("9.7", "symbolic dims checked at dim 0 only: a dynamic dim elsewhere is never compared")
+def guard_symbols_at_dim_0(guard, specs):
+    return _guard(guard, specs, symbols_at_0=True)
+
+
+@mutant("9.8", "no infer: each node's dim 0 becomes the new batch when it was the old one")
+def respecialize_batch_dim_0(graph, specs):
+    if len(specs) != len(graph.inputs):
+        raise OpError("respecialize", f"{len(graph.inputs)} inputs, {len(specs)} specs")
+    new = clone_graph(graph)
+    old_b, new_b = graph.inputs[0].spec.shape[0], specs[0].shape[0]
+    for node, spec in zip(new.inputs, specs):
+        node.spec = spec
+    for node in new.nodes:
+        if node.op in ("input", "const"):
+            continue
+        if node.op in ("cond", "fused"):
+            raise OpError("respecialize", f"{node!r} is a {node.op} node")
+        shape = node.spec.shape
+        if shape and shape[0] == old_b:
+            node.spec = type(node.spec)((new_b, *shape[1:]), node.spec.dtype)
+    return new

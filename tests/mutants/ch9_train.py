@@ -358,6 +358,23 @@ def donations_prunes_plan(plan):
 # ---------------------------------------------------------------- 9.6 autotune_choice
 
 
+@mutant(
+    "9.6", "the best time starts at 1e9 seconds: when every candidate measures inf, none is chosen"
+)
+def autotune_big_start(cache, key, candidates, measure):
+    if not candidates:
+        raise OpError("autotune", f"no kernel variants for {key!r}", hint="register one")
+    if cache.get(key) in candidates:
+        return cache[key]
+    best, best_t = None, 1e9
+    for name, fn in candidates.items():
+        t = measure(fn)
+        if t < best_t:
+            best, best_t = name, t
+    cache[key] = best
+    return best
+
+
 @mutant("9.6", "measures every candidate on every call, ignoring the cache")
 def autotune_choice(cache, key, candidates, measure):
     if not candidates:

@@ -192,6 +192,7 @@ def test_measures_each_once_and_caches_the_fastest():
     """contract: measuring only when the cache cannot say
     contract: If ``cache[key]`` names one of ``candidates``, return it and measure nothing
     contract: Otherwise call ``measure(fn)`` exactly once per candidate
+    contract: pick the fastest (on a tie the first in ``candidates``' order)
     """
     cache = {}
     timer = _Timer({"blas": 2e-3, "numba": 1e-3, "loops": 5e-3})
@@ -219,6 +220,14 @@ def test_measures_each_once_and_caches_the_fastest():
     )
     other = autotune_choice(cache, "k2", _cands("blas", "numba"), _Timer({"blas": 1, "numba": 1}))
     check(other == "blas", "9.6", "a tie goes to the first candidate", value=text(other), got=other)
+    # every candidate timed inf (each one failed): still a tie, the first one is chosen
+    inf = float("inf")
+    slow = autotune_choice(
+        cache, "k3", _cands("blas", "numba"), _Timer({"blas": inf, "numba": inf})
+    )
+    check(slow == "blas" and cache.get("k3") == "blas", "9.6",
+          "every candidate measured inf: a tie, the first candidate (stored in the cache)",
+          value=text([slow, cache.get("k3")]))  # fmt: skip
 
 
 @graded("9.6", points=1)
