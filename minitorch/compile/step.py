@@ -46,7 +46,7 @@ def step_outputs(
     ``("grad", param, None)``, ``("item", state_dict, "velocity")``) and
     ``node`` the new value (``None``: set to None, as ``zero_grad`` does).
 
-    Return the pair ``(outputs, writes)``:
+    ``leaves`` and ``updates`` are read, not changed. Return the pair ``(outputs, writes)``:
 
     * ``outputs`` starts with ``leaves`` (in order), followed by the nodes the
       writes need that are not outputs yet, each node at most once among the

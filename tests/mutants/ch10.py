@@ -200,6 +200,23 @@ def self_times_numpy_items(events):
     return list(np.array(ref.self_times(events), dtype=np.int64))
 
 
+@mutant("10.3", "one row per (name, thread): a name run on two threads gets two rows")
+def summarize_per_thread(events):
+    selfs = ref.self_times(events)
+    rows = {}
+    for e, s in zip(events, selfs):
+        r = rows.setdefault((e.name, e.tid), Row(e.name))
+        r.calls += 1
+        r.total += e.end - e.start
+        r.self += s
+        r.alloc += e.alloc
+        r.freed += e.freed
+    total = sum(selfs)
+    for r in rows.values():
+        r.share = r.self / total if total else 0.0
+    return list(rows.values())
+
+
 # ---------------------------------------------------------------- 10.4 chrome_trace
 
 
@@ -418,3 +435,17 @@ def graph_to_onnx_key_error(graph, dynamic, opset=18):
 
 
 from . import ch10_pad  # noqa: E402, F401  (10.7's mutants, a part of their own)
+
+
+@mutant("10.5", "lists the ops only: an input or constant whose shape changes is left out")
+def dynamic_dims_ops_only(graph_a, graph_b):
+    got = ref.dynamic_dims(graph_a, graph_b)
+    ops = {n.name for n in graph_a.nodes if n.op not in ("input", "const")}
+    return {k: v for k, v in got.items() if k in ops}
+
+
+@mutant("10.6", "the ONNX graph is named 'main', not graph.name")
+def graph_to_onnx_main(graph, dynamic, opset=18):
+    model = ref.graph_to_onnx(graph, dynamic, opset)
+    model.graph.name = "main"
+    return model

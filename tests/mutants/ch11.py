@@ -193,7 +193,8 @@ def _row_kernel(threads, max_cols, kind, flaw, dtype):
             first = part[0] if kind == "softmax" else part[0] / cols
             if flaw == "masked_zero" and first == -math.inf:
                 first = dtype(0)
-            cuda.syncthreads()
+            if flaw != "no_sync":  # without it, part[0] is overwritten before all have read it
+                cuda.syncthreads()
             acc = dtype(0)
             j = t
             while j < cols:
@@ -522,3 +523,13 @@ def sample_next_last_token(logits, temperature, top_k, u):
         if np.cumsum(e / e.sum())[-1] <= u:
             return len(logits) - 1
     return got
+
+
+@mutant("11.4", "no barrier after reading the maximum: the sum's partials overwrite it first")
+def softmax_kernel_no_sync(threads, max_cols, dtype):
+    return _wrap_softmax(threads, max_cols, dtype, "no_sync")
+
+
+@mutant("11.5", "no barrier after reading the mean: the variance's partials overwrite it first")
+def layer_norm_kernel_no_sync(threads, max_cols, dtype):
+    return _wrap_ln(threads, max_cols, dtype, "no_sync")

@@ -302,3 +302,14 @@ def respecialize_batch_dim_0(graph, specs):
         if shape and shape[0] == old_b:
             node.spec = type(node.spec)((new_b, *shape[1:]), node.spec.dtype)
     return new
+
+
+@mutant("9.9", "no steps: max() of the empty list of levels raises")
+def levels_empty_raises(deps):
+    level = []
+    for d in deps:
+        level.append(1 + max((level[j] for j in d), default=-1))
+    out = [[] for _ in range(max(level) + 1)]
+    for i, lv in enumerate(level):
+        out[lv].append(i)
+    return out

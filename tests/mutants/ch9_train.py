@@ -355,6 +355,19 @@ def donations_prunes_plan(plan):
     return got
 
 
+@mutant("9.3", "outputs is the caller's leaves list itself: the writes' nodes are appended to it")
+def step_outputs_aliases_leaves(leaves, updates):
+    outputs, writes = ref.step_outputs(list(leaves), updates)
+    leaves.extend(outputs[len(leaves) :])
+    return leaves, writes
+
+
+@mutant("9.3", "reverses the caller's updates in place to meet the last writes first")
+def step_outputs_reverses_updates(leaves, updates):
+    updates.reverse()  # left reversed: the caller's list is changed
+    return ref.step_outputs(leaves, updates[::-1])
+
+
 # ---------------------------------------------------------------- 9.6 autotune_choice
 
 

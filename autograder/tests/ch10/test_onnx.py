@@ -301,6 +301,8 @@ def test_constants_are_initializers_and_outputs_are_named():
           value=text(sorted(inits)), got=sorted(inits), expected=want)  # fmt: skip
     check(proto.producer_name == "minitorch", "10.6", 'producer_name="minitorch"',
           got=proto.producer_name)  # fmt: skip
+    check(proto.graph.name == graph.name, "10.6", "the ONNX graph is named graph.name",
+          value=text(proto.graph.name), expected=graph.name)  # fmt: skip
     check([i.name for i in proto.graph.input] == ["input0"], "10.6", "inputs are input0, ...")
     check([o.name for o in proto.graph.output] == ["output0"], "10.6", "outputs are output0, ...")
     check(

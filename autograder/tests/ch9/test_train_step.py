@@ -36,6 +36,7 @@ def test_last_write_wins_and_outputs_are_shared():
     contract: Return the pair ``(outputs, writes)``
     contract: ``outputs`` starts with ``leaves`` (in order)
     contract: only its **last** update counts
+    contract: ``leaves`` and ``updates`` are read, not changed
     """
     loss, g1, g2, w2, v = (_N(n) for n in ("loss", "g1", "g2", "w2", "v"))
     w, b, state = minitorch.zeros(2), minitorch.zeros(2), {}
@@ -48,7 +49,14 @@ def test_last_write_wins_and_outputs_are_shared():
         (("data", b, None), w2),  # the same node for two targets: one output
         (("grad", b, None), None),  # zero_grad after the step
     ]
-    outs, writes = step_outputs([loss], updates)
+    leaves, given = [loss], list(updates)
+    outs, writes = step_outputs(leaves, updates)
+    check(
+        leaves == [loss] and updates == given and outs is not leaves,
+        "9.3",
+        "leaves and updates are read, not changed: outputs is a new list",
+        value=text([leaves, len(updates), outs is leaves]),
+    )
     check(
         outs == [loss, g2, w2, v],
         "9.3",
