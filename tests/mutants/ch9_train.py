@@ -108,6 +108,22 @@ def _backward(order, seed, value_of, needs_grad, accumulate, check_shape=True, r
     return grads
 
 
+@mutant("9.2", "each sum starts from 0 * g: an infinite gradient becomes NaN")
+def backward_graph_zero_start(order, seed, value_of, needs_grad):
+    return _backward(
+        order, seed, value_of, needs_grad, lambda old, g: (g * 0.0 if old is None else old) + g
+    )
+
+
+@mutant("9.2", "ignores seed: the first node's gradient is ones")
+def backward_graph_ones_seed(order, seed, value_of, needs_grad):
+    return _backward(order, seed * 0.0 + 1.0, value_of, needs_grad, _add)
+
+
+def _add(old, g):
+    return g if old is None else old + g
+
+
 @mutant("9.2", "overwrites the gradient of a value used twice instead of adding")
 def backward_graph(order, seed, value_of, needs_grad):
     return _backward(order, seed, value_of, needs_grad, lambda old, g: g)

@@ -206,6 +206,7 @@ def test_backward_graph_gives_eager_gradients(k, seed):
 def test_value_used_twice_accumulates_and_order_0_gets_the_seed():
     """contract: Inputs not in ``needs_grad`` get no gradient
     contract: Return ``{node: gradient}`` for every node that got one
+    contract: The gradient of ``order[0]`` (seeded with ``seed``)
     """
     got, grads, order = _grads_by_graph(
         lambda a: (a * a * a).sum(), [np.array([2.0, -1.0], np.float32)], [True]
@@ -218,6 +219,23 @@ def test_value_used_twice_accumulates_and_order_0_gets_the_seed():
         got=got,
     )
     check(order[0] in grads, "9.2", "the first node's gradient is the seed")
+    # seeded with 3: every gradient three times as large
+    arrays = [np.array([2.0, -1.0], np.float32)]
+    tracer, stt, xs, out = trace_with_grads(lambda a: (a * a * a).sum(), [(2,)], [True])
+    order3 = backward_order(out.node, stt.grad_nodes)
+    with minitorch.no_grad(), tracer:
+        g3 = backward_graph(order3, minitorch.ones(()) * 3.0, tracer.proxy, stt.grad_nodes)
+        tracer.graph.set_outputs([tracer.lift(g3[xs[0].node])])
+    (got3,) = interpret(tracer.graph, minitorch.tensor(arrays[0]))
+    check(np.allclose(got3.numpy(), [36.0, 9.0]), "9.2", "seeded with 3: 3 * 3a^2",
+          value=got3.numpy())  # fmt: skip
+    # an infinite gradient (sqrt at 0) stays inf: nothing multiplies it by 0
+    arrays = [np.array([0.0, 1.0, 4.0], np.float32)]
+    fn = lambda x: (x.sqrt() * 2.0).sum()  # noqa: E731
+    (got_inf,), _, _ = _grads_by_graph(fn, arrays, [True])
+    check(bool(np.array_equal(got_inf, _grads_eager(fn, arrays, [True])[0])), "9.2",
+          "d(2 sqrt(x))/dx at x = [0, 1, 4] is [inf, 1, 0.5], as eager gives",
+          value=got_inf)  # fmt: skip
     for n, g in grads.items():
         check(tuple(g.shape) == n.spec.shape, "9.2", "a gradient of the wrong shape", node=n)
     # an input that needs no grad gets none, even when its neighbour does
