@@ -286,6 +286,25 @@ def write_back_off_by_one(writes, values):
             raise OpError("compile", f"unknown write-back kind {kind!r}")
 
 
+@mutant("9.4", "copies new data into the parameter's old buffer: a tensor sharing it changes too")
+def write_back_in_place(writes, values):
+    for (kind, obj, key), index in writes:
+        value = None if index is None else values[index]
+        if kind == "data" and obj._data.size == value._data.size:
+            obj._data.as_numpy_view()[...] = value._data.as_numpy_view()
+        else:
+            ref.write_back([((kind, obj, key), index)], values)
+
+
+@mutant("9.4", "an optimizer item written None is deleted, not set to None")
+def write_back_pops_none(writes, values):
+    for (kind, obj, key), index in writes:
+        if kind == "item" and index is None:
+            obj.pop(key, None)
+        else:
+            ref.write_back([((kind, obj, key), index)], values)
+
+
 # ---------------------------------------------------------------- 9.5 donations
 
 

@@ -116,18 +116,25 @@ def test_write_back_applies_each_kind():
     p = nn.Parameter(minitorch.tensor([1.0, 2.0]))
     q = nn.Parameter(minitorch.tensor([5.0]))
     q.grad = minitorch.tensor([9.0])
-    state = {"velocity": None}
+    state = {"velocity": None, "step": minitorch.ones(1)}
     new_p, g, v = minitorch.tensor([3.0, 4.0]), minitorch.tensor([0.5, 0.5]), minitorch.ones(2)
-    obj = p
+    obj, old = p, p.detach()  # shares p's old buffer: obj._data = value._data rebinds, not copies
     write_back(
         [
             (("data", p, None), 0),
             (("grad", p, None), 1),
             (("item", state, "velocity"), 2),
             (("grad", q, None), None),
+            (("item", state, "step"), None),
         ],
         [new_p, g, v],
     )
+    check(np.array_equal(old.numpy(), [1.0, 2.0]), "9.4",
+          "obj._data = value._data: a tensor sharing the parameter's old buffer keeps its values",
+          value=old.numpy())  # fmt: skip
+    check("step" in state and state["step"] is None, "9.4",
+          "an item written None is set to None (obj[key] = value), not deleted",
+          value=text(repr(state.get("step", "deleted"))))  # fmt: skip
     check(
         obj is p and np.array_equal(p.numpy(), [3.0, 4.0]),
         "9.4",
