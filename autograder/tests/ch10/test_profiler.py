@@ -206,7 +206,7 @@ def test_self_time_examples():
     check(
         got == [10, 20, 10, 20, 50] and all(type(t) is int for t in got),
         "10.2",
-        "wrong self times",
+        "wrong self times (one int per event, in the order given)",
         value=got,
         got=got,
         expected=[10, 20, 10, 20, 50],
