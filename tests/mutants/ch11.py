@@ -533,3 +533,11 @@ def softmax_kernel_no_sync(threads, max_cols, dtype):
 @mutant("11.5", "no barrier after reading the mean: the variance's partials overwrite it first")
 def layer_norm_kernel_no_sync(threads, max_cols, dtype):
     return _wrap_ln(threads, max_cols, dtype, "no_sync")
+
+
+@mutant("11.1", "accumulates in float32 and casts back: a float64 grad loses digits")
+def scatter_add_float32_sum(grad, ids, num_rows):
+    _check(grad, ids, num_rows)
+    out = np.zeros((num_rows, grad.shape[1]), np.float32)
+    np.add.at(out, ids, grad.astype(np.float32))
+    return out.astype(grad.dtype)
