@@ -42,11 +42,11 @@ def step_outputs(
 
     ``leaves`` are the output nodes of what the step function returned.
     ``updates`` are the writes it made while tracing, in order: ``(target,
-    node)`` with ``target = (kind, obj, key)`` (e.g. ``("data", param, None)``,
+    node)`` with ``target = (kind, obj, key)`` (for example ``("data", param, None)``,
     ``("grad", param, None)``, ``("item", state_dict, "velocity")``) and
-    ``node`` the new value (``None``: set to None, e.g. ``zero_grad``).
+    ``node`` the new value (``None``: set to None, as ``zero_grad`` does).
 
-    Return ``(outputs, writes)``:
+    ``leaves`` and ``updates`` are read, not changed. Return the pair ``(outputs, writes)``:
 
     * ``outputs`` starts with ``leaves`` (in order), followed by the nodes the
       writes need that are not outputs yet, each node at most once among the

@@ -30,7 +30,8 @@ def chrome_trace(events: list[Event], counters: list[tuple[int, int]], threads: 
     * one ``"C"`` event per counter sample ``(t_ns, live)``: ``"name": "memory"``,
       ``pid``, ``"tid": 0``, ``ts`` in microseconds, ``"args": {"live bytes": live}``.
 
-    Return ``{"traceEvents": [...], "displayTimeUnit": "ms"}``.
+    Return ``{"traceEvents": [...], "displayTimeUnit": "ms"}``. Read ``events`` only: an
+    event's own ``args`` is not changed (a profile may be exported twice).
 
     Example:
         >>> chrome_trace([Event("add", "op", 0, 1000, 3500, ((2,), (2,)), "numpy")], [], {0: "main"})

@@ -179,8 +179,8 @@ def profiled_apply(prof: Profile, op, inputs: tuple, attrs: dict):
     Op calls nested in this one (a backward rule calling dispatch) record their own
     events. If the op raises, record nothing and let the error through.
 
-    Graded: profiling stays cheap; for full credit, ops profiled take at most 2x the
-    time of the same ops with the profiler off.
+    Graded by a benchmark: profiling stays cheap; for full credit, ops profiled take at
+    most 2x the time they take with the profiler off.
 
     Example:
         >>> with profile() as prof:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 from onnx import helper
 
 from minitorch.core import registry
@@ -54,6 +57,28 @@ def profiled_apply_no_memory(prof, op, inputs, attrs):
 @mutant("10.1", "calls the eager path without recording anything")
 def profiled_apply_records_nothing(prof, op, inputs, attrs):
     return registry._eager_apply(op, inputs, attrs)
+
+
+@mutant("10.1", "the backend of the default device, not of the output's: a cuda op says numpy")
+def profiled_apply_default_backend(prof, op, inputs, attrs):
+    t0 = prof.clock()
+    out = registry._eager_apply(op, inputs, attrs)
+    t1 = prof.clock()
+    shapes = tuple(tuple(x.shape) for x in inputs)
+    ev = prof.add_event(op.name, "op", t0, t1, shapes=shapes, backend=backend_name("cpu"))
+    prof.track(ev, out, inputs)
+    return out
+
+
+@mutant("10.1", "times with time.perf_counter_ns, not prof.clock(): off the profile's timeline")
+def profiled_apply_own_clock(prof, op, inputs, attrs):
+    t0 = time.perf_counter_ns()
+    out = registry._eager_apply(op, inputs, attrs)
+    t1 = time.perf_counter_ns()
+    shapes = tuple(tuple(x.shape) for x in inputs)
+    ev = prof.add_event(op.name, "op", t0, t1, shapes=shapes, backend=backend_name(out.device))
+    prof.track(ev, out, inputs)
+    return out
 
 
 # ---------------------------------------------------------------- 10.2 self_times
@@ -170,10 +195,32 @@ def summarize_bytes_overwritten(events):
     return list(rows.values())
 
 
+@mutant("10.2", "computed in a numpy array and returned as list(array): np.int64, not int")
+def self_times_numpy_items(events):
+    return list(np.array(ref.self_times(events), dtype=np.int64))
+
+
+@mutant("10.3", "one row per (name, thread): a name run on two threads gets two rows")
+def summarize_per_thread(events):
+    selfs = ref.self_times(events)
+    rows = {}
+    for e, s in zip(events, selfs):
+        r = rows.setdefault((e.name, e.tid), Row(e.name))
+        r.calls += 1
+        r.total += e.end - e.start
+        r.self += s
+        r.alloc += e.alloc
+        r.freed += e.freed
+    total = sum(selfs)
+    for r in rows.values():
+        r.share = r.self / total if total else 0.0
+    return list(rows.values())
+
+
 # ---------------------------------------------------------------- 10.4 chrome_trace
 
 
-def _trace(events, counters, threads, scale=1000, meta=True, counter_ph="C"):
+def _trace(events, counters, threads, scale=1000, meta=True, counter_ph="C", flaw=None):
     out = []
     if meta:
         out += [
@@ -182,12 +229,18 @@ def _trace(events, counters, threads, scale=1000, meta=True, counter_ph="C"):
         ]
     for e in events:
         args = {
-            "shapes": [list(s) for s in e.shapes],
+            "shapes": [list(s) for s in e.shapes if s or flaw != "drop_0d"],
             "backend": e.backend,
             "alloc": e.alloc,
             "freed": e.freed,
             **e.args,
         }
+        if flaw == "tuples":  # json.dumps writes them as lists, but the dict holds tuples
+            args["shapes"] = list(e.shapes)
+        if flaw == "alias":  # the event's own args dict, updated in place
+            args = e.args
+            args.update(shapes=[list(s) for s in e.shapes], backend=e.backend)
+            args.update(alloc=e.alloc, freed=e.freed)
         out.append(
             {
                 "name": e.name,
@@ -235,6 +288,21 @@ def chrome_trace_one_track(events, counters, threads):
     for ev in trace["traceEvents"]:
         ev["tid"] = 0
     return trace
+
+
+@mutant("10.4", "shapes kept as tuples: the dict is not the promised list of lists")
+def chrome_trace_tuples(events, counters, threads):
+    return _trace(events, counters, threads, flaw="tuples")
+
+
+@mutant("10.4", "a 0-d input's shape () is left out of shapes")
+def chrome_trace_drops_0d(events, counters, threads):
+    return _trace(events, counters, threads, flaw="drop_0d")
+
+
+@mutant("10.4", "writes the fields into the event's own args: the profile changes on export")
+def chrome_trace_alias_args(events, counters, threads):
+    return _trace(events, counters, threads, flaw="alias")
 
 
 # ---------------------------------------------------------------- 10.5 dynamic_dims
@@ -367,3 +435,17 @@ def graph_to_onnx_key_error(graph, dynamic, opset=18):
 
 
 from . import ch10_pad  # noqa: E402, F401  (10.7's mutants, a part of their own)
+
+
+@mutant("10.5", "lists the ops only: an input or constant whose shape changes is left out")
+def dynamic_dims_ops_only(graph_a, graph_b):
+    got = ref.dynamic_dims(graph_a, graph_b)
+    ops = {n.name for n in graph_a.nodes if n.op not in ("input", "const")}
+    return {k: v for k, v in got.items() if k in ops}
+
+
+@mutant("10.6", "the ONNX graph is named 'main', not graph.name")
+def graph_to_onnx_main(graph, dynamic, opset=18):
+    model = ref.graph_to_onnx(graph, dynamic, opset)
+    model.graph.name = "main"
+    return model

@@ -117,3 +117,71 @@ def emit_pad_slice(ctx, node, names):  # noqa: F811
     index = np.stack(np.unravel_index(positions, shape), axis=-1).astype(np.int64)
     zeros = ctx.const(np.zeros(shape, node.spec.dtype))
     return ctx.node("ScatterND", [zeros, ctx.const(index), names[0]])
+
+
+def _blocks(ctx, node, names, flaw):
+    """Reverse, insert, pad, merge blocks, then crop or pad: with one ``flaw``."""
+    shape = tuple(node.attrs["shape"])
+    key = tuple(node.attrs["key"]) + (slice(None),) * (len(shape) - len(node.attrs["key"]))
+    dyn = ctx.dims(node)
+    dims = [
+        (0, n, 1, False) if d in dyn else _window(k, n) for d, (k, n) in enumerate(zip(key, shape))
+    ]
+    x = names[0]
+    kept = [d for d, k in enumerate(key) if isinstance(k, slice)]
+    if flaw == "reverse_key_dim":  # the key's position, not the values' axis
+        rev = [d for d in kept if dims[d][3]]
+    else:
+        rev = [j for j, d in enumerate(kept) if dims[d][3]]
+    if rev:
+        bounds = ([-1] * len(rev), [-END] * len(rev), rev, [-1] * len(rev))
+        x = ctx.node("Slice", [x, *(_i64(ctx, b) for b in bounds)])
+    inserted, lo_pads, hi_pads, target, rest = [], [], [], [], []
+    for d, (lo, w, s, _) in enumerate(dims):
+        axis = len(lo_pads)
+        if not isinstance(key[d], slice):
+            inserted.append(axis)
+        if s > 1:
+            q, r = divmod(lo, s)
+            lo_pads += [q, r]
+            hi_pads += [0, s - 1 - r]
+            inserted.append(axis + 1)
+            target.append((q + w) * s)
+            rest.append(shape[d] - (q + w) * s)
+        else:
+            lo_pads.append(lo)
+            hi_pads.append(shape[d] - lo - w)
+            # "reshape_zero": Reshape's 0 (copy the input's size) even where block axes moved it
+            same = axis == d or flaw == "reshape_zero"
+            target.append((0 if same else -1) if d in dyn else shape[d])
+            rest.append(0)
+    if inserted:
+        x = ctx.node("Unsqueeze", [x, _i64(ctx, inserted)])
+    if any(lo_pads) or any(hi_pads):
+        x = ctx.node("Pad", [x, _i64(ctx, lo_pads + hi_pads)])
+    if len(lo_pads) != len(shape):
+        x = ctx.node("Reshape", [x, _i64(ctx, target)])
+    if any(rest):
+        x = ctx.node("Pad", [x, _i64(ctx, [0] * len(shape) + rest)])
+    return x
+
+
+def _window(k, size):
+    if not isinstance(k, slice):
+        return int(k) % size, 1, 1, False
+    r = range(*k.indices(size))
+    if len(r) <= 1:
+        return (r[0] if r else 0), len(r), 1, False
+    return (r[-1], len(r), -r.step, True) if r.step < 0 else (r.start, len(r), r.step, False)
+
+
+@mutant(
+    "10.7", "reverses the key's dim, not the values' axis: an integer index before it shifts it"
+)
+def emit_pad_slice(ctx, node, names):  # noqa: F811
+    return _blocks(ctx, node, names, "reverse_key_dim")
+
+
+@mutant("10.7", "a dynamic dim copied with Reshape's 0 after a strided dim added a block axis")
+def emit_pad_slice(ctx, node, names):  # noqa: F811
+    return _blocks(ctx, node, names, "reshape_zero")

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+import minitorch
 import minitorch.cuda  # noqa: F401  (chooses the simulator before numba.cuda loads)
 
 # isort: split
@@ -23,11 +24,11 @@ from . import mutant
 
 
 def _check(grad, ids, num_rows):
-    if grad.shape[0] != ids.shape[0]:
-        raise OpError("embedding_grad", f"grad {grad.shape} and ids {ids.shape}")
+    if grad.ndim != 2 or ids.ndim != 1 or grad.shape[0] != ids.shape[0]:
+        raise OpError("embedding_grad", f"grad {grad.shape} and ids {ids.shape}", "one id per row")
     if ids.size and (ids.min() < 0 or ids.max() >= num_rows):
         bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
-        raise OpError("embedding_grad", f"id {bad} is outside [0, {num_rows})")
+        raise OpError("embedding_grad", f"id {bad} is outside [0, {num_rows})", "an id per row")
 
 
 @mutant("11.1", "out[ids] += grad: a repeated id keeps only one row")
@@ -105,13 +106,13 @@ def layer_norm_vjp_raw_x(grad, x, weight, eps):
 def _att_checks(q, k, v, key_mask):
     for t in (q, k, v):
         if t.ndim < 2:
-            raise OpError("attention", f"shape {t.shape}")
+            raise OpError("attention", f"shape {t.shape}", "(T, D)")
     if q.shape[-1] != k.shape[-1]:
-        raise OpError("attention", f"q {q.shape} and k {k.shape}")
+        raise OpError("attention", f"q {q.shape} and k {k.shape}", "same D")
     if k.shape[-2] != v.shape[-2]:
-        raise OpError("attention", f"k {k.shape} and v {v.shape}")
+        raise OpError("attention", f"k {k.shape} and v {v.shape}", "same Tk")
     if key_mask is not None and key_mask.dtype != np.bool_:
-        raise OpError("attention", f"key_mask is {key_mask.dtype.name}")
+        raise OpError("attention", f"key_mask is {key_mask.dtype.name}", "bool")
 
 
 def _finish(scores, v, causal, key_mask):
@@ -165,7 +166,7 @@ def _row_kernel(threads, max_cols, kind, flaw, dtype):
         row = cuda.blockIdx.x
         while row < rows:
             base = row * cols
-            acc = dtype(-math.inf) if kind == "softmax" else dtype(0)
+            acc = dtype(-math.inf) if kind == "softmax" and flaw != "max_from_zero" else dtype(0)
             j = t
             while j < cols:
                 v = x[base + j]
@@ -190,7 +191,10 @@ def _row_kernel(threads, max_cols, kind, flaw, dtype):
                 cuda.syncthreads()
                 s //= 2
             first = part[0] if kind == "softmax" else part[0] / cols
-            cuda.syncthreads()
+            if flaw == "masked_zero" and first == -math.inf:
+                first = dtype(0)
+            if flaw != "no_sync":  # without it, part[0] is overwritten before all have read it
+                cuda.syncthreads()
             acc = dtype(0)
             j = t
             while j < cols:
@@ -199,6 +203,8 @@ def _row_kernel(threads, max_cols, kind, flaw, dtype):
                     e = math.exp(c - first)
                     row_cache[j] = e
                     acc += e
+                elif flaw == "one_pass":
+                    acc += c * c
                 else:
                     acc += (c - first) * (c - first)
                 j += threads
@@ -211,6 +217,10 @@ def _row_kernel(threads, max_cols, kind, flaw, dtype):
                 cuda.syncthreads()
                 s //= 2
             second = part[0]
+            if flaw == "one_pass":  # E[x^2] - E[x]^2, cancelling when |mean| >> spread
+                second -= cols * first * first
+            if flaw == "masked_zero" and second == 0:
+                second = dtype(math.inf)  # with the -inf maximum below: a -inf row gives 0
             n = cols - 1 if flaw == "bessel" and cols > 1 else cols
             inv = 1.0 / (math.sqrt(second / n) + eps) if flaw == "eps_outside" else 0.0
             if flaw != "eps_outside":
@@ -381,3 +391,153 @@ def sample_next_times_temperature(logits, temperature, top_k, u):
 @mutant("11.7", "no maximum subtracted: exp(1000) overflows to NaN")
 def sample_next_no_shift(logits, temperature, top_k, u):
     return _sampled(logits, temperature, top_k, u, shift=False)
+
+
+@mutant("11.4", "the running maximum starts at 0: a row of large negative values gives 0 / 0")
+def softmax_kernel_max_from_zero(threads, max_cols, dtype):
+    return _wrap_softmax(threads, max_cols, dtype, "max_from_zero")
+
+
+@mutant("11.4", "a fully masked row (all -inf) gives zeros, not NaN as numpy does")
+def softmax_kernel_masked_zero(threads, max_cols, dtype):
+    return _wrap_softmax(threads, max_cols, dtype, "masked_zero")
+
+
+@mutant("11.5", "one-pass variance E[x^2] - mean^2: rows far from 0 with a small spread lose it")
+def layer_norm_kernel_one_pass(threads, max_cols, dtype):
+    return _wrap_ln(threads, max_cols, dtype, "one_pass")
+
+
+@mutant("11.1", "a one-hot matrix product: an inf or NaN in one row spreads to every row (0 * inf)")
+def scatter_add_one_hot(grad, ids, num_rows):
+    _check(grad, ids, num_rows)
+    one_hot = (ids[None, :] == np.arange(num_rows)[:, None]).astype(grad.dtype)
+    return one_hot @ grad
+
+
+@mutant("11.1", "returns grad itself when every id is its own row (the identity case aliases)")
+def scatter_add_alias(grad, ids, num_rows):
+    _check(grad, ids, num_rows)
+    if grad.shape[0] == num_rows and (ids == np.arange(num_rows)).all():
+        return grad
+    out = np.zeros((num_rows, grad.shape[1]), grad.dtype)
+    np.add.at(out, ids, grad)
+    return out
+
+
+@mutant("11.2", "one-pass variance mean(x*x) - mean(x)^2: rows far from 0 with a small spread")
+def layer_norm_vjp_one_pass(grad, x, weight, eps):
+    lead = tuple(range(x.ndim - 1))
+    mean = x.mean(axis=-1, keepdims=True)
+    inv = ((x * x).mean(axis=-1, keepdims=True) - mean * mean + eps).sqrt().recip()
+    xhat = (x - mean) * inv
+    gh = grad * weight
+    gx = (
+        gh - gh.mean(axis=-1, keepdims=True) - xhat * (gh * xhat).mean(axis=-1, keepdims=True)
+    ) * inv
+    return gx, (grad * xhat).sum(axis=lead), grad.sum(axis=lead)
+
+
+@mutant("11.2", "computed in numpy and wrapped back: not traced, and always on the cpu")
+def layer_norm_vjp_numpy(grad, x, weight, eps):
+    g, xa, w = grad.numpy(), x.numpy(), weight.numpy()
+    lead = tuple(range(xa.ndim - 1))
+    xc = xa - xa.mean(axis=-1, keepdims=True)
+    inv = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
+    xhat = xc * inv
+    gh = g * w
+    gx = (gh - gh.mean(-1, keepdims=True) - xhat * (gh * xhat).mean(-1, keepdims=True)) * inv
+    return (
+        minitorch.tensor(gx),
+        minitorch.tensor((g * xhat).sum(axis=lead)),
+        minitorch.tensor(g.sum(axis=lead)),
+    )
+
+
+@mutant("11.3", "only q's rank is checked: a 1-D key or value fails inside matmul")
+def attention_q_rank_only(q, k, v, causal=True, key_mask=None):
+    if q.ndim < 2:
+        raise OpError("attention", f"q shape {q.shape}", hint="(T, D)")
+    if q.shape[-1] != k.shape[-1]:
+        raise OpError("attention", f"q {q.shape} and k {k.shape}", hint="same D")
+    if k.shape[-2] != v.shape[-2]:  # an IndexError when k or v is 1-D
+        raise OpError("attention", f"k {k.shape} and v {v.shape}", hint="same Tk")
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    return _finish(scores, v, causal, key_mask)
+
+
+@mutant("11.3", "hidden keys get -1e9 instead of -inf: visible scores below -1e9 lose to them")
+def attention_mask_big_negative(q, k, v, causal=True, key_mask=None):
+    _att_checks(q, k, v, key_mask)
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    if causal:
+        scores = dispatch("causal_mask", scores)
+    if key_mask is not None:
+        scores = where(key_mask, scores, -1e9)
+    return dispatch("softmax", scores, axis=-1) @ v
+
+
+@mutant("11.3", "softmax written as exp(s) / sum(exp(s)): no maximum subtracted")
+def attention_plain_exp(q, k, v, causal=True, key_mask=None):
+    _att_checks(q, k, v, key_mask)
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    if causal:
+        scores = dispatch("causal_mask", scores)
+    if key_mask is not None:
+        scores = where(key_mask, scores, -math.inf)
+    e = scores.exp()
+    return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+@mutant("11.6", "no argument check when there are no lengths: bucket_batches([], 0, 4) is []")
+def bucket_batches_empty_unchecked(lengths, batch_size, multiple):
+    if not lengths:
+        return []
+    return ref.bucket_batches(lengths, batch_size, multiple)
+
+
+@mutant("11.6", "multiple checked for > 0 only: a float multiple gives float padded lengths")
+def bucket_batches_float_multiple(lengths, batch_size, multiple):
+    if isinstance(multiple, float) and multiple > 0:
+        return _bucketed(lengths, batch_size, 1, lambda n, m: -(-n // multiple) * multiple)
+    return ref.bucket_batches(lengths, batch_size, multiple)
+
+
+@mutant("11.7", "removed tokens get -1e9, not probability 0: with logits below -1e9 they win")
+def sample_next_big_negative(logits, temperature, top_k, u):
+    ref.sample_next(logits, temperature, top_k, u)  # its argument checks
+    z = np.asarray(logits, np.float64)
+    if temperature > 0 and top_k is not None and top_k < z.size and z.ndim == 1:
+        kept = np.argsort(-z, kind="stable")[:top_k]
+        z = np.where(np.isin(np.arange(z.size), kept), z, -1e9 * temperature)
+    return ref.sample_next(z, temperature, None if temperature > 0 else top_k, u)
+
+
+@mutant("11.7", "when rounding leaves the total below u, returns the last token, kept or not")
+def sample_next_last_token(logits, temperature, top_k, u):
+    got = ref.sample_next(logits, temperature, top_k, u)
+    if temperature > 0 and top_k is not None and top_k < len(logits):
+        z = np.asarray(logits, np.float64) / temperature
+        keep = np.argsort(-z, kind="stable")[:top_k]
+        e = np.exp(z[keep] - z[keep].max())
+        if np.cumsum(e / e.sum())[-1] <= u:
+            return len(logits) - 1
+    return got
+
+
+@mutant("11.4", "no barrier after reading the maximum: the sum's partials overwrite it first")
+def softmax_kernel_no_sync(threads, max_cols, dtype):
+    return _wrap_softmax(threads, max_cols, dtype, "no_sync")
+
+
+@mutant("11.5", "no barrier after reading the mean: the variance's partials overwrite it first")
+def layer_norm_kernel_no_sync(threads, max_cols, dtype):
+    return _wrap_ln(threads, max_cols, dtype, "no_sync")
+
+
+@mutant("11.1", "accumulates in float32 and casts back: a float64 grad loses digits")
+def scatter_add_float32_sum(grad, ids, num_rows):
+    _check(grad, ids, num_rows)
+    out = np.zeros((num_rows, grad.shape[1]), np.float32)
+    np.add.at(out, ids, grad.astype(np.float32))
+    return out.astype(grad.dtype)

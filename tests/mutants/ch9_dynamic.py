@@ -15,7 +15,16 @@ from . import mutant
 # ---------------------------------------------------------------- 9.7 symbolic_guard_failures
 
 
-def _guard(guard, specs, equal=True, min_size=True, bind_invalid=False, dtype=True, rank=True):
+def _guard(
+    guard,
+    specs,
+    equal=True,
+    min_size=True,
+    bind_invalid=False,
+    dtype=True,
+    rank=True,
+    symbols_at_0=False,
+):
     reasons, bound = [], {}
     for g, s in zip(guard, specs):
         if s.ndim != len(g.dims):
@@ -28,6 +37,8 @@ def _guard(guard, specs, equal=True, min_size=True, bind_invalid=False, dtype=Tr
             reasons.append(f"{g.name}.device changed from {g.device} to {s.device}")
         for d, (want, size) in enumerate(zip(g.dims, s.shape)):
             where = f"{g.name}.shape[{d}]"
+            if symbols_at_0 and isinstance(want, str) and d > 0:
+                continue  # "the batch is dim 0": a symbol elsewhere is not checked
             if not isinstance(want, str):
                 if size != want:
                     reasons.append(f"{where} changed from {want} to {size}")
@@ -222,3 +233,83 @@ def run_parallel_no_consts(plan, inputs, pool):
 @mutant("9.7", "after a rank change, still compares (and binds) the dims zip pairs up")
 def guard_rank_goes_on(guard, specs):
     return _guard(guard, specs, rank=False)
+
+
+# ---------------------------------------------------------------- issue 43: untried layouts
+
+
+def _ready_queue(plan, inputs, pool, *, count_args=False, outputs_from_steps=False):
+    slots = _slots(plan, inputs)
+    made = {st.out: i for i, st in enumerate(plan.steps)}
+    deps = producers(plan)
+    if count_args:  # one wait per argument a step produced, not per producer
+        deps = [[made[a] for a in st.args if a in made] for st in plan.steps]
+    waiting = [len(d) for d in deps]
+    users = [[] for _ in plan.steps]
+    for i, d in enumerate(producers(plan)):
+        for j in d:
+            users[j].append(i)
+    results = {}
+
+    def submit(i):
+        st = plan.steps[i]
+        return pool.submit(st.kernel, *(slots[a] for a in st.args), out=st.spec, **st.attrs)
+
+    running = {submit(i): i for i, w in enumerate(waiting) if w == 0}
+    while running:
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        for f in sorted(done, key=running.get):
+            i = running.pop(f)
+            slots[plan.steps[i].out] = results[plan.steps[i].out] = f.result()
+            for u in users[i]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    running[submit(u)] = u
+    if outputs_from_steps:  # an output that is an input or a constant has no step
+        return [results.get(s) for s in plan.outputs]
+    return [slots[s] for s in plan.outputs]
+
+
+@mutant("9.10", "waits once per argument: a step reading one producer twice (y * y) never runs")
+def run_parallel_counts_args(plan, inputs, pool):
+    return _ready_queue(plan, inputs, pool, count_args=True)
+
+
+@mutant("9.10", "outputs read from the steps' results: an output that is an input is lost")
+def run_parallel_outputs_from_steps(plan, inputs, pool):
+    return _ready_queue(plan, inputs, pool, outputs_from_steps=True)
+
+
+@mutant("9.7", "symbolic dims checked at dim 0 only: a dynamic dim elsewhere is never compared")
+def guard_symbols_at_dim_0(guard, specs):
+    return _guard(guard, specs, symbols_at_0=True)
+
+
+@mutant("9.8", "no infer: each node's dim 0 becomes the new batch when it was the old one")
+def respecialize_batch_dim_0(graph, specs):
+    if len(specs) != len(graph.inputs):
+        raise OpError("respecialize", f"{len(graph.inputs)} inputs, {len(specs)} specs")
+    new = clone_graph(graph)
+    old_b, new_b = graph.inputs[0].spec.shape[0], specs[0].shape[0]
+    for node, spec in zip(new.inputs, specs):
+        node.spec = spec
+    for node in new.nodes:
+        if node.op in ("input", "const"):
+            continue
+        if node.op in ("cond", "fused"):
+            raise OpError("respecialize", f"{node!r} is a {node.op} node")
+        shape = node.spec.shape
+        if shape and shape[0] == old_b:
+            node.spec = type(node.spec)((new_b, *shape[1:]), node.spec.dtype)
+    return new
+
+
+@mutant("9.9", "no steps: max() of the empty list of levels raises")
+def levels_empty_raises(deps):
+    level = []
+    for d in deps:
+        level.append(1 + max((level[j] for j in d), default=-1))
+    out = [[] for _ in range(max(level) + 1)]
+    for i, lv in enumerate(level):
+        out[lv].append(i)
+    return out

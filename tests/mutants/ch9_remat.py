@@ -8,6 +8,7 @@ one over the budget, and weak ones that reach only some tiers, or none.
 from __future__ import annotations
 
 from minitorch.passes.rewrite import clone_graph
+from solutions.reference import ch9_remat as ref
 
 from . import mutant
 
@@ -59,3 +60,19 @@ def choose_recompute(graph, backward_start):  # noqa: F811
 @mutant("9.11", "recomputes every cheap activation the backward reads, whatever it keeps alive")
 def choose_recompute(graph, backward_start):  # noqa: F811
     return [n for n in _saved(graph, backward_start) if n.op != "matmul"]
+
+
+@mutant(
+    "9.11", "cleans the graph first: a forward op nobody reads is removed from the caller's graph"
+)
+def choose_recompute(graph, backward_start):  # noqa: F811
+    dead = [
+        n
+        for n in graph.nodes[:backward_start]
+        if n.op not in ("input", "const") and not n.users and n not in graph.outputs
+    ]
+    for n in dead:
+        graph.nodes.remove(n)
+        for i in n.inputs:
+            i.users.remove(n)
+    return ref.choose_recompute(graph, backward_start - len(dead))

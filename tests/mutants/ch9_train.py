@@ -15,7 +15,7 @@ from . import mutant
 
 
 def _saved(graph, k, *, base_of_view=True, caller=("input", "const"), first=None,
-           size=lambda n: n.spec.size * n.spec.dtype.itemsize, check=True):  # fmt: skip
+           size=lambda n: n.spec.size * n.spec.dtype.itemsize, check=True, one_level=False):  # fmt: skip
     nodes = graph.nodes
     if check and not 0 <= k <= len(nodes):
         raise ValueError(f"backward_start {k} out of range")
@@ -23,6 +23,8 @@ def _saved(graph, k, *, base_of_view=True, caller=("input", "const"), first=None
     for n in nodes[:k]:
         if n.op in caller:
             base[n] = None
+        elif base_of_view and node_is_view(n) and one_level:  # the view's input, as it is
+            base[n] = n.inputs[0] if n.inputs and n.inputs[0].op not in caller else None
         elif base_of_view and node_is_view(n):
             base[n] = base.get(n.inputs[0]) if n.inputs else None
         else:
@@ -67,6 +69,19 @@ def saved_activations_clips(graph, backward_start):
     return _saved(graph, max(0, min(backward_start, len(graph.nodes))), check=False)
 
 
+@mutant("9.1", "follows a view back one step only: a view of a view names the first view")
+def saved_activations_one_level(graph, backward_start):
+    return _saved(graph, backward_start, one_level=True)
+
+
+@mutant("9.1", "marks each saved op in its attrs: the caller's graph is changed")
+def saved_activations_marks_graph(graph, backward_start):
+    got = ref.saved_activations(graph, backward_start)
+    for n in got:
+        n.attrs["saved"] = True
+    return got
+
+
 # ---------------------------------------------------------------- 9.2 backward_graph
 
 
@@ -91,6 +106,22 @@ def _backward(order, seed, value_of, needs_grad, accumulate, check_shape=True, r
                 raise RuntimeError(f"backward: {n.op!r} gave shape {gi.shape}")
             grads[i] = accumulate(grads.get(i), gi)
     return grads
+
+
+@mutant("9.2", "each sum starts from 0 * g: an infinite gradient becomes NaN")
+def backward_graph_zero_start(order, seed, value_of, needs_grad):
+    return _backward(
+        order, seed, value_of, needs_grad, lambda old, g: (g * 0.0 if old is None else old) + g
+    )
+
+
+@mutant("9.2", "ignores seed: the first node's gradient is ones")
+def backward_graph_ones_seed(order, seed, value_of, needs_grad):
+    return _backward(order, seed * 0.0 + 1.0, value_of, needs_grad, _add)
+
+
+def _add(old, g):
+    return g if old is None else old + g
 
 
 @mutant("9.2", "overwrites the gradient of a value used twice instead of adding")
@@ -255,11 +286,30 @@ def write_back_off_by_one(writes, values):
             raise OpError("compile", f"unknown write-back kind {kind!r}")
 
 
+@mutant("9.4", "copies new data into the parameter's old buffer: a tensor sharing it changes too")
+def write_back_in_place(writes, values):
+    for (kind, obj, key), index in writes:
+        value = None if index is None else values[index]
+        if kind == "data" and obj._data.size == value._data.size:
+            obj._data.as_numpy_view()[...] = value._data.as_numpy_view()
+        else:
+            ref.write_back([((kind, obj, key), index)], values)
+
+
+@mutant("9.4", "an optimizer item written None is deleted, not set to None")
+def write_back_pops_none(writes, values):
+    for (kind, obj, key), index in writes:
+        if kind == "item" and index is None:
+            obj.pop(key, None)
+        else:
+            ref.write_back([((kind, obj, key), index)], values)
+
+
 # ---------------------------------------------------------------- 9.5 donations
 
 
 def _donations(plan, *, later=True, through_views=True, follow=True, in_place=True,
-               same=True, own_shape=False):  # fmt: skip
+               same=True, own_shape=False, one_level=False):  # fmt: skip
     if not plan.donated:
         return {}
     made = {st.out: (j, st) for j, st in enumerate(plan.steps)}
@@ -268,7 +318,7 @@ def _donations(plan, *, later=True, through_views=True, follow=True, in_place=Tr
         for a in st.args:
             last[base.get(a, a)] = j
         if through_views and is_view(st) and st.args:
-            base[st.out] = base.get(st.args[0], st.args[0])
+            base[st.out] = st.args[0] if one_level else base.get(st.args[0], st.args[0])
     out = {}
     for o, i in plan.donated.items():
         s = o
@@ -325,7 +375,52 @@ def donations_any_size(plan):
     return _donations(plan, same=False)
 
 
+@mutant("9.5", "a view of a view of the input is not a read of it (one level of views only)")
+def donations_one_level_views(plan):
+    return _donations(plan, one_level=True)
+
+
+@mutant("9.5", "drops refused donations from plan.donated: the caller's plan is changed")
+def donations_prunes_plan(plan):
+    got = ref.donations(plan)
+    kept = {j: i for j, (i, _) in got.items()}
+    for o, i in list(plan.donated.items()):
+        if i not in kept.values():
+            del plan.donated[o]
+    return got
+
+
+@mutant("9.3", "outputs is the caller's leaves list itself: the writes' nodes are appended to it")
+def step_outputs_aliases_leaves(leaves, updates):
+    outputs, writes = ref.step_outputs(list(leaves), updates)
+    leaves.extend(outputs[len(leaves) :])
+    return leaves, writes
+
+
+@mutant("9.3", "reverses the caller's updates in place to meet the last writes first")
+def step_outputs_reverses_updates(leaves, updates):
+    updates.reverse()  # left reversed: the caller's list is changed
+    return ref.step_outputs(leaves, updates[::-1])
+
+
 # ---------------------------------------------------------------- 9.6 autotune_choice
+
+
+@mutant(
+    "9.6", "the best time starts at 1e9 seconds: when every candidate measures inf, none is chosen"
+)
+def autotune_big_start(cache, key, candidates, measure):
+    if not candidates:
+        raise OpError("autotune", f"no kernel variants for {key!r}", hint="register one")
+    if cache.get(key) in candidates:
+        return cache[key]
+    best, best_t = None, 1e9
+    for name, fn in candidates.items():
+        t = measure(fn)
+        if t < best_t:
+            best, best_t = name, t
+    cache[key] = best
+    return best
 
 
 @mutant("9.6", "measures every candidate on every call, ignoring the cache")

@@ -2,11 +2,13 @@
 
 ``SUITE`` maps a name to ``(key, shape, dtype)``: ``pad_slice(values, key, shape)`` with
 ``values`` shaped like ``zeros(shape)[key]``. It covers a block, integer indices
-(negative too), strides that do and do not divide the size, negative steps, a window
+(negative too, and one before a reversed dim), strides that do and do not divide the size,
+negative steps, a window
 that ends past the data (clamped), an empty window, the whole tensor, 0-d values, and
 the dtypes float32, float64, int64 and bool, and one bigger tensor (a
 constant table of its size would show). Float values hold NaN, inf, -inf and -0.0.
-``DYNAMIC`` are programs exported with a dynamic batch dim (dim 0, keyed ``slice(None)``).
+``DYNAMIC`` are programs exported with one dynamic dim (keyed ``slice(None)``): the batch
+(dim 0), or dim 1 after a strided dim 0.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ SUITE = {
     "every_third": ((slice(1, None, 3), slice(None, 4)), (10, 6), "float32"),
     "reversed": ((slice(None, None, -1),), (6,), "float32"),
     "reversed_strided": ((slice(5, 0, -3), 1), (7, 4), "float32"),
+    "index_then_reversed": ((-2, slice(None, None, -1)), (3, 5), "float32"),
     "window_4d": ((slice(None), slice(1, 3), slice(0, 4, 2), -1), (2, 3, 5, 4), "float32"),
     "past_the_end": ((slice(2, 50), slice(-2, None)), (5, 4), "float64"),
     "empty": ((slice(3, 3),), (4, 5), "float32"),
@@ -72,16 +75,26 @@ def flipped_grad(x):
     return pad_slice(g, (slice(None), slice(None, None, -1), 2), tuple(x.shape)) * 0.5
 
 
+def strided_rows(x):
+    """Every other row of ``x`` (a strided dim 0) scattered back; dim 1 is the dynamic one."""
+    g = x[1:6:2] * 2.0
+    return pad_slice(g, (slice(1, 6, 2), slice(None)), tuple(x.shape)) - x
+
+
+# name: (program, traced shape, the dynamic dim)
 DYNAMIC = {
-    "crop_grad": (crop_grad, (6, 8)),
-    "flipped_grad": (flipped_grad, (4, 5, 3)),
+    "crop_grad": (crop_grad, (6, 8), 0),
+    "flipped_grad": (flipped_grad, (4, 5, 3), 0),
+    "strided_rows": (strided_rows, (7, 4), 1),
 }
 BATCHES = (1, 4, 9)
 
 
-def dynamic_input(shape, batch: int, k: int = 0) -> np.ndarray:
-    n = int(np.prod(shape[1:])) * batch
-    return (np.cos(np.arange(n) * 0.3 + k) * 2.0).astype(np.float32).reshape(batch, *shape[1:])
+def dynamic_input(shape, batch: int, k: int = 0, dim: int = 0) -> np.ndarray:
+    """``shape`` with dim ``dim`` set to ``batch``."""
+    shape = shape[:dim] + (batch,) + shape[dim + 1 :]
+    n = int(np.prod(shape))
+    return (np.cos(np.arange(n) * 0.3 + k) * 2.0).astype(np.float32).reshape(shape)
 
 
 __all__ = ["BATCHES", "DYNAMIC", "SUITE", "dynamic_input", "minitorch", "program", "values"]

@@ -78,6 +78,10 @@ def test_dynamic_dims_of_the_mlp_and_cnn():
 
 @graded("10.5", points=2)
 def test_dynamic_dims_several_dims_and_inputs():
+    """contract: Which dims of which values change
+    contract: Return ``{node.name: dims}`` for every node (inputs and constants included)
+    """
+
     def f(x, y):
         return (x.permute(1, 0) @ y).sum(axis=0, keepdims=True), y * 2.0
 
@@ -106,6 +110,10 @@ def test_dynamic_dims_several_dims_and_inputs():
 
 @graded("10.5", points=2)
 def test_dynamic_dims_refuses_shape_dependent_programs():
+    """contract: The two must be the same program
+    contract: Raise ``OpError("onnx.export", problem, hint)`` when
+    """
+
     def branchy(x):
         return x.relu() if x.shape[0] < 5 else x.tanh()
 
@@ -293,6 +301,8 @@ def test_constants_are_initializers_and_outputs_are_named():
           value=text(sorted(inits)), got=sorted(inits), expected=want)  # fmt: skip
     check(proto.producer_name == "minitorch", "10.6", 'producer_name="minitorch"',
           got=proto.producer_name)  # fmt: skip
+    check(proto.graph.name == graph.name, "10.6", "the ONNX graph is named graph.name",
+          value=text(proto.graph.name), expected=graph.name)  # fmt: skip
     check([i.name for i in proto.graph.input] == ["input0"], "10.6", "inputs are input0, ...")
     check([o.name for o in proto.graph.output] == ["output0"], "10.6", "outputs are output0, ...")
     check(
@@ -307,6 +317,7 @@ def test_constants_are_initializers_and_outputs_are_named():
 
 @graded("10.6", points=2)
 def test_an_op_without_mapping_names_it_and_the_custom_op_route():
+    """contract: has no emitter raises ``OpError("onnx.export", problem, hint)`` naming the op"""
     name = "ch10_graded_softplus"
     if name in minitorch.OPS:
         fn = _softplus[0]

@@ -25,6 +25,9 @@ def _ops(prof):
 
 @graded("10.1", points=2)
 def test_every_op_call_is_recorded_with_shapes_and_backend():
+    """contract: Run one eager op call and record it in ``prof``
+    contract: The result is what ``registry._eager_apply(op, inputs, attrs)`` returns
+    """
     x, y = minitorch.randn(2, 3), minitorch.randn(3)
     with profiler.profile() as prof:
         z = (x + y).relu()
@@ -63,6 +66,16 @@ def test_every_op_call_is_recorded_with_shapes_and_backend():
         events=ops,
     )
     np.testing.assert_allclose(s.numpy(), np.maximum(x.numpy() + y.numpy(), 0).sum(axis=1))
+    # backend_name(out.device): an op on cuda (the simulator without a GPU) says "cuda"
+    xc = x.to("cuda")
+    with profiler.profile() as prof:
+        zc = xc + 1.0
+    ops = _ops(prof)
+    got = [(e.name, e.shapes, e.backend) for e in ops]
+    want = [("add", ((2, 3), ()), "cuda")]
+    check(got == want, "10.1", "a cuda op's event: backend_name(out.device)",
+          value=text(got), got=got, expected=want)  # fmt: skip
+    assert_close(zc.numpy(), x.numpy() + 1.0, "10.1", rtol=1e-6)
 
 
 @graded("10.1", points=2)
@@ -120,6 +133,7 @@ def test_allocated_and_freed_bytes():
 
 @graded("10.1", points=1)
 def test_a_failing_op_records_nothing():
+    """contract: If the op raises, record nothing and let the error through"""
     with profiler.profile() as prof:
         with pytest.raises(OpError, match="matmul"):
             minitorch.ones(2, 3) @ minitorch.ones(2, 3)
@@ -164,6 +178,9 @@ def test_backward_and_compiled_plans_are_recorded():
 @graded("10.2", points=3)
 @given(event_lists())
 def test_self_time_matches_the_definition(events):
+    """contract: An event B is nested in A when both ran on the same thread
+    contract: Return one integer per event, in the order of ``events``
+    """
     got = self_times(events)
     want = brute_self_times(events)
     check(
@@ -179,6 +196,7 @@ def test_self_time_matches_the_definition(events):
 
 @graded("10.2", points=1)
 def test_self_time_examples():
+    """contract: Events of different threads never nest"""
     a = Event("A", "op", 0, 0, 100)
     b = Event("B", "op", 0, 10, 40)
     c = Event("C", "op", 0, 20, 30)
@@ -186,9 +204,9 @@ def test_self_time_examples():
     e = Event("E", "op", 0, 40, 60)  # touches B's end: a sibling of B, child of A
     got = self_times([c, b, d, e, a])
     check(
-        got == [10, 20, 10, 20, 50],
+        got == [10, 20, 10, 20, 50] and all(type(t) is int for t in got),
         "10.2",
-        "wrong self times",
+        "wrong self times (one int per event, in the order given)",
         value=got,
         got=got,
         expected=[10, 20, 10, 20, 50],
@@ -279,7 +297,11 @@ def test_table_of_a_real_profile():
 
 @graded("10.4", points=2)
 def test_chrome_trace_fields():
-    ev = Event("add", "op", 1, 1000, 3500, ((2,), (2, 1)), "numpy", 8, 8, {"grid": [1, 2]})
+    """contract: Return ``{"traceEvents": [...], "displayTimeUnit": "ms"}``
+    contract: Read ``events`` only: an event's own ``args`` is not changed
+    """
+    # a 0-d input (a scalar operand) has the shape (): []
+    ev = Event("add", "op", 1, 1000, 3500, ((2,), (2, 1), ()), "numpy", 8, 8, {"grid": [1, 2]})
     got = chrome_trace([ev], [(1000, 8), (3000, 0)], {0: "MainThread", 1: "worker"})
     want = {
         "traceEvents": [
@@ -294,7 +316,7 @@ def test_chrome_trace_fields():
                 "ts": 1.0,
                 "dur": 2.5,
                 "args": {
-                    "shapes": [[2], [2, 1]],
+                    "shapes": [[2], [2, 1], []],
                     "backend": "numpy",
                     "alloc": 8,
                     "freed": 8,
@@ -315,6 +337,24 @@ def test_chrome_trace_fields():
         value=text([events, got.get("displayTimeUnit")]),
         got=got,
         expected=want,
+    )
+    # the dict itself, not only its JSON: shapes a list of lists
+    (x,) = [e for e in got["traceEvents"] if e.get("ph") == "X"]
+    shapes = x.get("args", {}).get("shapes")
+    check(
+        type(shapes) is list and all(type(s) is list for s in shapes),
+        "10.4",
+        "args['shapes'] must be a list of lists (not tuples)",
+        value=text(repr(shapes)),
+    )
+    # exporting reads the profile: the event's own args stay as they were, a second export
+    # gives the same trace
+    again = chrome_trace([ev], [(1000, 8), (3000, 0)], {0: "MainThread", 1: "worker"})
+    check(
+        ev.args == {"grid": [1, 2]} and key(again) == key(got),
+        "10.4",
+        "chrome_trace must not change the events it is given (the event's own args)",
+        value=text(repr(ev.args)),
     )
 
 

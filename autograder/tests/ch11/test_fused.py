@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import minitorch
 import minitorch.cuda  # noqa: F401  (chooses the simulator before numba.cuda loads)
-from autograder.harness import assert_close, check, graded
+from autograder.harness import assert_close, check, graded, text
 from autograder.tests.ch4.util import on_device, rerun_on_simulator
 from minitorch import dispatch
 from minitorch.cuda import backend as cb
@@ -39,6 +39,7 @@ def _shape(data):
 @settings(max_examples=8)
 @given(data=st.data())
 def test_fused_softmax_values(data, request):
+    """contract: Return the body of a fused softmax kernel"""
     if rerun_on_simulator(request) is not None:
         return
     rows, cols = _shape(data)
@@ -83,6 +84,8 @@ def test_fused_softmax_sums_in_float32(request):
 
 @graded("11.4", points=1)
 def test_fused_softmax_subtracts_the_row_max(request):
+    """contract: with ``m_r`` the row's maximum
+    contract: A row of ``-inf`` gives NaN, as numpy does"""
     # exp overflows past 709: only the row's true maximum keeps every term finite. Row i has
     # 800 in column i and 0 elsewhere, so the maximum sits once in each thread's stride and at
     # each step of the block's reduction.
@@ -99,6 +102,13 @@ def test_fused_softmax_subtracts_the_row_max(request):
     x = np.stack([rng.permutation(cols) * 1000.0 for _ in range(7)])
     got = dispatch("softmax", on_device(x), axis=-1).numpy()
     assert_close(got, _softmax(x), "11.4", rtol=1e-9, atol=1e-12, shape=x.shape)
+    # rows whose values are all large and negative: a maximum started at 0 (not -inf) makes
+    # every exp underflow to 0; and a row of -inf gives NaN, as numpy does
+    x = np.stack([-1000.0 - rng.permutation(cols) for _ in range(3)] + [np.full(cols, -np.inf)])
+    with np.errstate(invalid="ignore"):
+        want = _softmax(x)
+    got = dispatch("softmax", on_device(x), axis=-1).numpy()
+    assert_close(got, want, "11.4", rtol=1e-9, atol=1e-12, rows=text("-1000 - a permutation; -inf"))
 
 
 @graded("11.4", points=2)
@@ -127,6 +137,9 @@ def test_fused_softmax_reads_and_writes_once(request):
 @settings(max_examples=8)
 @given(data=st.data())
 def test_fused_layer_norm_values(data, request):
+    """contract: Return the body of a fused layer-norm kernel
+    contract: Same launch as :func:`softmax_kernel`
+    """
     if rerun_on_simulator(request) is not None:
         return
     rows, cols = _shape(data)
@@ -148,10 +161,18 @@ def test_fused_layer_norm_3d_float32(request):
     got = dispatch("layer_norm", on_device(x), on_device(w), on_device(b)).numpy()
     want = layer_norm_ref(x.astype(np.float64), w, b, 1e-5)
     assert_close(got, want, "11.5", rtol=1e-5, atol=1e-5)
+    # float64 rows far from 0 with a small spread: the variance must be taken around the mean
+    # (a one-pass sum of squares minus the squared mean loses the spread)
+    x = 1e6 + rng.standard_normal((3, tc.ROW_THREADS + 5))
+    w, b = np.ones(x.shape[1]), np.zeros(x.shape[1])
+    got = dispatch("layer_norm", on_device(x), on_device(w), on_device(b)).numpy()
+    assert_close(got, layer_norm_ref(x, w, b, 1e-5), "11.5", rtol=1e-7, atol=1e-7,
+                 x=text("1e6 + N(0, 1)"))  # fmt: skip
 
 
 @graded("11.5", points=1)
 def test_fused_layer_norm_sums_in_float32(request):
+    """contract: Compute in ``dtype``, as :func:`softmax_kernel` does"""
     # In float32, 2**-26 vanishes wherever it is added (it is under half a unit in the last place
     # of 1 and 2), so the row [1, 1, 2, 2**-26] sums to 4 and its mean is 1: with w = 1 and b = 0
     # the first two outputs are exactly 0. A float64 sum keeps 2**-26 and they are about -5e-9.

@@ -70,6 +70,9 @@ def test_bucket_batches_example_and_boundaries():
     multiple=st.sampled_from([1, 4, 16, 64]),
 )
 def test_bucket_batches_whole_output(lengths, batch_size, multiple):
+    """contract: Sequences of one padded length form a bucket
+    contract: Return the batches sorted by padded length
+    """
     got = bucket_batches(lengths, batch_size, multiple)
     want = _buckets(lengths, batch_size, multiple)
     check(got == want, "11.6", "every batch, in order", value=text(got), got=got, expected=want,
@@ -78,11 +81,14 @@ def test_bucket_batches_whole_output(lengths, batch_size, multiple):
 
 @graded("11.6", points=1)
 def test_bucket_batches_errors():
+    """contract: Raise ``OpError("bucket_batches", problem, hint)``"""
     cases = [
         (lambda: bucket_batches([3, 0, 2], 2, 4), ("bucket_batches", "0")),
         (lambda: bucket_batches([3], 0, 4), ("bucket_batches", "batch_size")),
         (lambda: bucket_batches([3], 2, 0), ("bucket_batches", "multiple")),
         (lambda: bucket_batches([3], 2.5, 4), ("bucket_batches", "batch_size")),
+        (lambda: bucket_batches([3], 2, 4.0), ("bucket_batches", "multiple")),
+        (lambda: bucket_batches([], 0, 4), ("bucket_batches", "batch_size")),  # no lengths
     ]
     for k, (fn, words) in enumerate(cases):
         ok, msg, op = _raises(fn, *words)
@@ -131,6 +137,11 @@ def test_sample_next_examples_and_edges():
         # that is not stable keeps others)
         ((np.random.default_rng(1).integers(0, 3, 100).astype(float), 1.0, 1, 0.5), 2),
         ((np.random.default_rng(0).integers(0, 3, 100).astype(float), 1.0, 3, 0.99), 11),
+        # logits below -1e9: a token top-k removed has probability 0, whatever stands in for it
+        ((np.array([-3e9, -2e9, -4e9]), 1.0, 1, 0.5), 1),
+        ((np.array([-3e9, -2e9, -4e9]), 2.0, 2, 0.99), 1),
+        # rounding leaves the kept total below u: the last *kept* token, never the removed 7
+        ((np.append(np.zeros(7), -5.0), 1.0, 7, float(np.nextafter(1.0, 0.0))), 6),
     ]
     got = [sample_next(*args) for args, _ in cases]
     want = [w for _, w in cases]
@@ -152,6 +163,9 @@ def test_sample_next_examples_and_edges():
     u=st.integers(0, 99).map(lambda k: k / 100 + 0.003),
 )
 def test_sample_next_against_a_loop(logits, temperature, top_k, u):
+    """contract: otherwise divide the logits by ``temperature``
+    contract: softmax over the kept tokens (subtract their maximum first)
+    """
     got = sample_next(np.array(logits), temperature, top_k, u)
     want = _sample(logits, temperature, top_k, u)
     check(got == want, "11.7", "the drawn token", value=int(got) if isinstance(got, (int, np.integer)) else -1,
@@ -160,6 +174,7 @@ def test_sample_next_against_a_loop(logits, temperature, top_k, u):
 
 @graded("11.7", points=1)
 def test_sample_next_errors():
+    """contract: Raise ``OpError("sample_next", problem, hint)``"""
     z = np.zeros(3)
     cases = [
         (lambda: sample_next(np.zeros((2, 2)), 1.0, None, 0.5), ("sample_next", "(2, 2)")),

@@ -54,16 +54,29 @@ def test_scatter_add_matches_add_at(data):
 
 @graded("11.1", points=1)
 def test_scatter_add_duplicates_dtype_and_unused_rows():
+    """contract: Return a new ``(num_rows, C)`` array of ``grad``'s dtype"""
     grad = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32)
     got = scatter_add_rows(grad, np.array([2, 0, 2]), 4)
     want = np.array([[3.0, 4.0], [0.0, 0.0], [6.0, 8.0], [0.0, 0.0]], np.float32)
     assert_close(got, want, "11.1", rtol=0, atol=0)
     check(got.dtype == np.float32, "11.1", "keep grad's dtype", value=text(str(got.dtype)))
     check(not np.shares_memory(got, grad), "11.1", "return a new array")
+    # every id its own row: the sum is grad's values, still in a new array
+    same = scatter_add_rows(grad, np.array([0, 1, 2]), 3)
+    assert_close(same, grad, "11.1", rtol=0, atol=0)
+    check(not np.shares_memory(same, grad), "11.1", "ids [0, 1, 2]: return a new array, not grad")
+    # inf and NaN stay in the rows they are added to; a row never looked up is zeros
+    bad = np.array([[np.inf, 1.0], [np.nan, 2.0], [3.0, -np.inf]])
+    got = scatter_add_rows(bad, np.array([2, 0, 2]), 4)
+    want = np.array([[np.nan, 2.0], [0.0, 0.0], [np.inf, -np.inf], [0.0, 0.0]])
+    check(bool(np.array_equal(got, want, equal_nan=True)), "11.1",
+          "grad with inf and NaN, ids [2, 0, 2]: rows 1 and 3 are never looked up and stay 0",
+          value=got, expected=want)  # fmt: skip
 
 
 @graded("11.1", points=1)
 def test_scatter_add_errors():
+    """contract: Raise ``OpError("embedding_grad", problem, hint)`` when an id lies outside"""
     g = np.ones((2, 3))
     for grad, ids, words in (
         (g, np.array([0, 5]), ("embedding_grad", "5")),
@@ -111,6 +124,28 @@ def test_layer_norm_vjp_against_the_jacobian(data):
     want = layer_norm_grads(g, x, w, eps)
     for name, got, exp in (("x", gx, want[0]), ("weight", gw, want[1]), ("bias", gb, want[2])):
         assert_close(got.numpy(), exp, "11.2", rtol=1e-7, atol=1e-9, grad_for=name, shape=shape)
+
+
+@graded("11.2", points=1)
+def test_layer_norm_vjp_far_from_zero_and_on_cuda():
+    """contract: Write the result with Tensor ops only
+    contract: never numpy, so that the backward pass can be traced and runs on every backend"""
+    # rows of large magnitude and a small spread: a variance as mean(x*x) - mean(x)**2 loses it
+    rng = np.random.default_rng(11)
+    x = 1e6 + rng.standard_normal((3, 5))
+    w, g = rng.standard_normal(5), rng.standard_normal((3, 5))
+    want = layer_norm_grads(g, x, w, 1e-5)
+    got = layer_norm_vjp(t(g), t(x), t(w), 1e-5)
+    for name, a, b in zip(("x", "weight", "bias"), got, want):
+        assert_close(a.numpy(), b, "11.2", rtol=1e-6, atol=1e-8, grad_for=name, x="1e6 + N(0, 1)")
+    # Tensor ops only: cuda inputs give cuda gradients (the simulator without a GPU)
+    x, g = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+    want = layer_norm_grads(g, x, w[:3], 1e-5)
+    got = layer_norm_vjp(*(t(a).to("cuda") for a in (g, x, w[:3])), 1e-5)
+    for name, a, b in zip(("x", "weight", "bias"), got, want):
+        check(str(a.device) == "cuda", "11.2", f"cuda inputs should give a cuda gradient for {name}",
+              value=text(str(a.device)))  # fmt: skip
+        assert_close(a.numpy(), b, "11.2", rtol=1e-7, atol=1e-9, grad_for=name, device="cuda")
 
 
 @graded("11.2", points=1)
@@ -167,6 +202,9 @@ def test_attention_matches_numpy(data):
 
 @graded("11.3", points=1)
 def test_attention_example_and_offset_causal():
+    """contract: a key where it is False is hidden
+    contract: ``causal=True``: query ``i`` may only see keys
+    """
     q = k = v = minitorch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
     want = attention_ref(q.numpy(), k.numpy(), v.numpy(), True, None)
     assert_close(attention(q, k, v).numpy(), want, "11.3", rtol=1e-6, atol=1e-6)
@@ -179,15 +217,26 @@ def test_attention_example_and_offset_causal():
     )
     got = attention(t(q1), t(k3), t(v3), causal=True).numpy()
     assert_close(got, attention_ref(q1, k3, v3, False, None), "11.3", rtol=1e-9, atol=1e-9)
+    # every score is below -1e9: a hidden key must still lose to each visible one (-inf)
+    q = np.array([[-1e5, 0.0]])
+    k = np.array([[1e5, 0.0], [1.1e5, 0.0], [0.9e5, 0.0]])
+    v = np.array([[1.0, 0.0], [0.0, 1.0], [5.0, 5.0]])
+    mask = np.array([True, True, False])
+    got = attention(t(q), t(k), t(v), causal=False, key_mask=t(mask)).numpy()
+    assert_close(got, attention_ref(q, k, v, False, mask), "11.3", rtol=1e-9, atol=1e-9,
+                 scores=text("about -7e9, -7.8e9, -6.4e9 (the last hidden)"))  # fmt: skip
 
 
 @graded("11.3", points=1)
 def test_attention_errors():
+    """contract: Raise ``OpError("attention", problem, hint)`` naming the shapes"""
     a, b = minitorch.ones(2, 3), minitorch.ones(2, 4)
     cases = [
         (lambda: attention(a, b, b), ("attention", "(2, 3)", "(2, 4)")),
         (lambda: attention(a, a, minitorch.ones(3, 3)), ("attention", "(2, 3)", "(3, 3)")),
         (lambda: attention(minitorch.ones(3), a, a), ("attention", "(3,)")),
+        (lambda: attention(a, minitorch.ones(3), a), ("attention", "(3,)")),  # a 1-D key
+        (lambda: attention(a, a, minitorch.ones(2)), ("attention", "(2,)")),  # a 1-D value
         (lambda: attention(a, a, a, key_mask=minitorch.ones(2, 2)), ("attention", "float32")),
     ]
     for k, (fn, words) in enumerate(cases):

@@ -43,6 +43,7 @@ def _raises(fn) -> str | None:
 
 @graded("9.7", points=2)
 def test_guard_failures_name_each_broken_guard():
+    """contract: Why ``specs`` (one per guarded input) do not fit ``guard``"""
     g = [InputGuard("x", F32, "cpu", ("s0", 3)), InputGuard("y", F32, "cpu", ("s0",))]
     ok = symbolic_guard_failures(g, [Spec((7, 3), F32), Spec((7,), F32)])
     check(ok == [], "9.7", "fitting specs must give []", value=text(ok), got=ok)
@@ -237,6 +238,9 @@ def _graph():
 
 @graded("9.8", points=2)
 def test_respecialize_reinfers_every_node_on_a_copy():
+    """contract: ``graph`` itself never changes
+    contract: a ``const`` keeps its spec
+    """
     g = _graph()
     before = [n.spec for n in g.nodes]
     g2 = respecialize(g, [Spec((7, 3), F32), Spec((3,), F32)])
@@ -278,6 +282,9 @@ def _error(fn) -> OpError | None:
 
 @graded("9.8", points=1)
 def test_respecialize_errors_name_their_op_counts_and_node():
+    """contract: ``len(specs)`` must equal ``len(graph.inputs)``
+    contract: a node whose op is not in the registry
+    """
     g = _graph()  # two inputs: x (4, 3) and w (3,)
     e = _error(lambda: respecialize(g, [Spec((7, 3), F32), Spec((3,), F32), Spec((3,), F32)]))
     named = e is not None and "2" in e.problem and "3" in e.problem
@@ -377,6 +384,7 @@ def test_respecialized_graph_equals_a_trace_at_that_size(case):
 @settings(max_examples=10)
 @given(batch_programs())
 def test_dynamic_batch_programs_give_eager_answers_with_one_trace(case):
+    """contract: No Python code of the user runs"""
     m, steps, sizes, seed = case
     rng = np.random.default_rng(seed)
 

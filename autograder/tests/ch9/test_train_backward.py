@@ -67,7 +67,10 @@ def _rows(graph, got) -> list:
 
 @graded("9.1", points=2)
 def test_saved_activations_of_training_steps():
-    """The suite of 9.11 (MLPs, a norm, a GLU, attention, Adam): every step, whole."""
+    """The suite of 9.11 (MLPs, a norm, a GLU, attention, Adam): every step, whole.
+    contract: The forward values a training step keeps for its backward
+    contract: Return ``{op: bytes}`` for every saved op
+    """
     for name in SUITE:
         graph, k = build(name)
         before = graph.text()
@@ -102,6 +105,9 @@ def _example():
 
 @graded("9.1", points=1)
 def test_saved_activations_boundaries_views_and_errors():
+    """contract: is *saved* when a node at ``backward_start`` or later reads its buffer
+    contract: Raise ``ValueError`` naming ``backward_start`` and the number of nodes
+    """
     g = _example()
     for k, want in [(5, [(1, 128), (3, 128)]), (4, [(1, 128), (3, 128)]), (3, [(1, 128)]),
                     (2, [(1, 128)]), (1, []), (0, []), (len(g.nodes), [])]:  # fmt: skip
@@ -175,6 +181,9 @@ def _grads_eager(fn, arrays, needs):
 @settings(max_examples=12, phases=[Phase.generate])  # no shrinking
 @given(st.integers(0, 5), st.integers(0, 2**16))
 def test_backward_graph_gives_eager_gradients(k, seed):
+    """contract: are leaves: they only receive
+    contract: Every other node passes its gradient ``g`` to its inputs
+    """
     fn, shapes, needs = _programs()[k]
     rng = np.random.default_rng(seed)
     arrays = [rng.uniform(0.5, 2.0, s).astype(np.float32) for s in shapes]
@@ -195,6 +204,10 @@ def test_backward_graph_gives_eager_gradients(k, seed):
 
 @graded("9.2", points=2)
 def test_value_used_twice_accumulates_and_order_0_gets_the_seed():
+    """contract: Inputs not in ``needs_grad`` get no gradient
+    contract: Return ``{node: gradient}`` for every node that got one
+    contract: The gradient of ``order[0]`` (seeded with ``seed``)
+    """
     got, grads, order = _grads_by_graph(
         lambda a: (a * a * a).sum(), [np.array([2.0, -1.0], np.float32)], [True]
     )
@@ -206,6 +219,23 @@ def test_value_used_twice_accumulates_and_order_0_gets_the_seed():
         got=got,
     )
     check(order[0] in grads, "9.2", "the first node's gradient is the seed")
+    # seeded with 3: every gradient three times as large
+    arrays = [np.array([2.0, -1.0], np.float32)]
+    tracer, stt, xs, out = trace_with_grads(lambda a: (a * a * a).sum(), [(2,)], [True])
+    order3 = backward_order(out.node, stt.grad_nodes)
+    with minitorch.no_grad(), tracer:
+        g3 = backward_graph(order3, minitorch.ones(()) * 3.0, tracer.proxy, stt.grad_nodes)
+        tracer.graph.set_outputs([tracer.lift(g3[xs[0].node])])
+    (got3,) = interpret(tracer.graph, minitorch.tensor(arrays[0]))
+    check(np.allclose(got3.numpy(), [36.0, 9.0]), "9.2", "seeded with 3: 3 * 3a^2",
+          value=got3.numpy())  # fmt: skip
+    # an infinite gradient (sqrt at 0) stays inf: nothing multiplies it by 0
+    arrays = [np.array([0.0, 1.0, 4.0], np.float32)]
+    fn = lambda x: (x.sqrt() * 2.0).sum()  # noqa: E731
+    (got_inf,), _, _ = _grads_by_graph(fn, arrays, [True])
+    check(bool(np.array_equal(got_inf, _grads_eager(fn, arrays, [True])[0])), "9.2",
+          "d(2 sqrt(x))/dx at x = [0, 1, 4] is [inf, 1, 0.5], as eager gives",
+          value=got_inf)  # fmt: skip
     for n, g in grads.items():
         check(tuple(g.shape) == n.spec.shape, "9.2", "a gradient of the wrong shape", node=n)
     # an input that needs no grad gets none, even when its neighbour does
@@ -235,6 +265,7 @@ def test_value_used_twice_accumulates_and_order_0_gets_the_seed():
 
 @graded("9.2", points=1)
 def test_no_rule_and_bad_shapes_raise():
+    """contract: Raise ``RuntimeError`` naming the op when it has no rule"""
     import minitorch.core.registry as reg
 
     name = "ch9_norule"

@@ -99,8 +99,13 @@ _DONATIONS = [
 
 @graded("9.5", points=2)
 def test_donations_whole_outputs():
+    """contract: ``plan.donated`` maps an output slot to an input slot
+    contract: if ``st`` itself reads ``i``: every such argument is ``i`` itself
+    contract: Return ``{j: (i, spec.shape)}`` for each safe donation
+    """
     for what, fn, shapes, pairs, want in _DONATIONS:
         plan = _donating(fn, shapes, pairs)
+        before = (plan.text(), dict(plan.donated))
         got = _donated_rows(plan, donations(plan))
         check(
             got == want,
@@ -111,6 +116,10 @@ def test_donations_whole_outputs():
             expected=want,
             plan=plan.text(),
         )
+        # a refused donation stays in plan.donated: the caller's plan is read, not pruned
+        check((plan.text(), dict(plan.donated)) == before, "9.5",
+              f"{what}: the plan was changed (plan.donated included): decide only",
+              donated=text(dict(plan.donated)))  # fmt: skip
 
 
 @graded("9.5", points=1)
@@ -180,6 +189,11 @@ def _cands(*names):
 
 @graded("9.6", points=2)
 def test_measures_each_once_and_caches_the_fastest():
+    """contract: measuring only when the cache cannot say
+    contract: If ``cache[key]`` names one of ``candidates``, return it and measure nothing
+    contract: Otherwise call ``measure(fn)`` exactly once per candidate
+    contract: pick the fastest (on a tie the first in ``candidates``' order)
+    """
     cache = {}
     timer = _Timer({"blas": 2e-3, "numba": 1e-3, "loops": 5e-3})
     got = autotune_choice(cache, "k", _cands("blas", "numba", "loops"), timer)
@@ -206,10 +220,21 @@ def test_measures_each_once_and_caches_the_fastest():
     )
     other = autotune_choice(cache, "k2", _cands("blas", "numba"), _Timer({"blas": 1, "numba": 1}))
     check(other == "blas", "9.6", "a tie goes to the first candidate", value=text(other), got=other)
+    # every candidate timed inf (each one failed): still a tie, the first one is chosen
+    inf = float("inf")
+    slow = autotune_choice(
+        cache, "k3", _cands("blas", "numba"), _Timer({"blas": inf, "numba": inf})
+    )
+    check(slow == "blas" and cache.get("k3") == "blas", "9.6",
+          "every candidate measured inf: a tie, the first candidate (stored in the cache)",
+          value=text([slow, cache.get("k3")]))  # fmt: skip
 
 
 @graded("9.6", points=1)
 def test_stale_choice_and_no_candidates():
+    """contract: A cached name that is not a candidate any more
+    contract: No candidates: raise ``OpError("autotune", ...)`` naming ``key``
+    """
     cache = {"k": "removed"}
     timer = _Timer({"a": 3.0, "b": 1.0})
     got = autotune_choice(cache, "k", _cands("a", "b"), timer)

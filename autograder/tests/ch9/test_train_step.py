@@ -32,6 +32,12 @@ class _N:
 
 @graded("9.3", points=2)
 def test_last_write_wins_and_outputs_are_shared():
+    """contract: ``node`` the new value (``None``: set to None
+    contract: Return the pair ``(outputs, writes)``
+    contract: ``outputs`` starts with ``leaves`` (in order)
+    contract: only its **last** update counts
+    contract: ``leaves`` and ``updates`` are read, not changed
+    """
     loss, g1, g2, w2, v = (_N(n) for n in ("loss", "g1", "g2", "w2", "v"))
     w, b, state = minitorch.zeros(2), minitorch.zeros(2), {}
     updates = [
@@ -43,7 +49,18 @@ def test_last_write_wins_and_outputs_are_shared():
         (("data", b, None), w2),  # the same node for two targets: one output
         (("grad", b, None), None),  # zero_grad after the step
     ]
-    outs, writes = step_outputs([loss], updates)
+    leaves, given = [loss], list(updates)
+    outs, writes = step_outputs(leaves, updates)
+    check(
+        len(leaves) == 1
+        and leaves[0] is loss
+        and outs is not leaves
+        and len(updates) == len(given)
+        and all(a is b for a, b in zip(updates, given)),
+        "9.3",
+        "leaves and updates are read, not changed: outputs is a new list",
+        value=text([leaves, len(updates), outs is leaves]),
+    )
     check(
         outs == [loss, g2, w2, v],
         "9.3",
@@ -70,6 +87,7 @@ def test_last_write_wins_and_outputs_are_shared():
 
 @graded("9.3", points=1)
 def test_targets_compare_by_identity_and_key():
+    """contract: Two targets are the same when ``kind`` and ``key`` are equal"""
     a, b = minitorch.zeros(2), minitorch.zeros(2)  # equal values, different tensors
     s = {}
     n1, n2, n3, n4 = (_N(k) for k in "1234")
@@ -96,21 +114,31 @@ def test_targets_compare_by_identity_and_key():
 
 @graded("9.4", points=2)
 def test_write_back_applies_each_kind():
+    """contract: the same Parameter object stays in the model
+    contract: Any other kind raises ``OpError("compile", ...)`` naming it
+    """
     p = nn.Parameter(minitorch.tensor([1.0, 2.0]))
     q = nn.Parameter(minitorch.tensor([5.0]))
     q.grad = minitorch.tensor([9.0])
-    state = {"velocity": None}
+    state = {"velocity": None, "step": minitorch.ones(1)}
     new_p, g, v = minitorch.tensor([3.0, 4.0]), minitorch.tensor([0.5, 0.5]), minitorch.ones(2)
-    obj = p
+    obj, old = p, p.detach()  # shares p's old buffer: obj._data = value._data rebinds, not copies
     write_back(
         [
             (("data", p, None), 0),
             (("grad", p, None), 1),
             (("item", state, "velocity"), 2),
             (("grad", q, None), None),
+            (("item", state, "step"), None),
         ],
         [new_p, g, v],
     )
+    check(np.array_equal(old.numpy(), [1.0, 2.0]), "9.4",
+          "obj._data = value._data: a tensor sharing the parameter's old buffer keeps its values",
+          value=old.numpy())  # fmt: skip
+    check("step" in state and state["step"] is None, "9.4",
+          "an item written None is set to None (obj[key] = value), not deleted",
+          value=text(repr(state.get("step", "deleted"))))  # fmt: skip
     check(
         obj is p and np.array_equal(p.numpy(), [3.0, 4.0]),
         "9.4",
