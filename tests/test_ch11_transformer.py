@@ -127,3 +127,19 @@ def test_compiled_step_trains_like_eager(small):
     )
     np.testing.assert_allclose(row.eager_losses, row.compiled_losses, rtol=1e-5)
     assert step.trace_count <= 2
+    assert 0 < row.second_first_call_s < float("inf")  # the book's "2nd s" column, measured
+
+
+def test_book_counts_words_and_op_sizes():
+    text = "And God said unto Abram, Get thee out"
+    assert M.known_words(["And Abram zqx said", "unto qq"], text) == 4 / 6
+    assert M.known_words(["And God"], text, prompt_chars=4) == 1.0  # the prompt is not counted
+    fake = M.frequency_samples(text, 3, 50)
+    assert len(fake) == 3 and all(len(f) == 50 and set(f) <= set(text) for f in fake)
+    from minitorch import profiler
+
+    with profiler.profile() as prof:
+        with profiler.record("range"):  # a range is not an op call
+            mt.ones(2, 3) + mt.ones(1, 3)
+            mt.ones(4) * 2.0
+    assert M.op_sizes(prof) == (2, 5.0)  # largest inputs: 6 and 4 elements

@@ -428,3 +428,42 @@ def test_generated_function_runs_the_plan_and_reads_constants_per_call():
     got, want = build_function(plan)([]), run_plan(plan, [])
     assert len(got) == 2
     assert all(np.array_equal(a.to_numpy(), b.to_numpy()) for a, b in zip(got, want))
+
+
+def test_default_mode_binds_once_per_shape_and_keeps_its_arena(monkeypatch):
+    """The default mode keeps its plan's arena and the kernels bound to it between calls:
+    a call of shapes it has run before binds nothing (counted), and every loss is eager's,
+    through a change of batch size and back."""
+    from minitorch.memory import executor
+    from minitorch.nn.optim import SGD
+
+    binds = []
+    real = executor.bind_steps
+    monkeypatch.setattr(executor, "bind_steps", lambda *a, **k: binds.append(1) or real(*a, **k))
+    big, small = _data(seed=1, n=3, batch=6), _data(seed=2, n=3, batch=4)
+    order = [big[0], big[1], small[0], small[1], big[2], small[2], big[0], small[0]]
+
+    def train(compiled):
+        model = nn.mlp([5, 4, 3], seed=0)
+        step = _step(model, SGD(model, lr=0.1, momentum=0.9))
+        f = minitorch.compile(step) if compiled else step
+        losses, counts = [], []
+        for x, y in order:
+            before = len(binds)
+            losses.append(float(f(x, y).item()))
+            counts.append(len(binds) - before)
+        return losses, counts, model, f
+
+    want, _, eager, _ = train(False)
+    got, counts, model, f = train(True)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for p, q in zip(model.parameters(), eager.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
+    assert counts[0] >= 1 and counts[1] == 0 and counts[3] == 0, counts
+    assert counts[-2:] == [0, 0], counts  # back to shapes already run: nothing rebound
+    runner = f.last.compiled.runner
+    assert runner.keep and runner.allocations == 1 and runner.arena is not None
+    # the kept arena is allocated before a call, but the capstone's peaks still count it
+    from minitorch.compile.capstone import _kept_bytes
+
+    assert _kept_bytes(f) == runner.arena.nbytes > 0

@@ -20,9 +20,8 @@ from .runner import build_function, donations, plan_source
 from .step import CompiledStep, find_state, step_outputs, write_back
 
 MODES = {
-    "default": CompileOptions(fuse=True, memory=True, mode="default", dynamic=True),
-    "reduce-overhead": CompileOptions(fuse=True, memory=True, mode="reduce-overhead", dynamic=True),
-    "max-autotune": CompileOptions(fuse=True, memory=True, mode="max-autotune", dynamic=True),
+    mode: CompileOptions(fuse=True, memory=True, keep=True, mode=mode, dynamic=True)
+    for mode in ("default", "reduce-overhead", "max-autotune")
 }
 
 

@@ -38,15 +38,23 @@ class Row:
         return self.eager_ms / self.compiled_ms
 
 
-def _peak(fn) -> float:
-    """Peak bytes numpy allocates during one call of ``fn`` (KiB)."""
+def _peak(fn, step=None) -> float:
+    """Peak bytes numpy allocates during one call of ``fn`` (KiB), plus the arena the
+    compiled ``step`` keeps between calls (allocated before this call, but its memory)."""
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
         fn()
-        return tracemalloc.get_traced_memory()[1] / 1024
+        return (tracemalloc.get_traced_memory()[1] + _kept_bytes(step)) / 1024
     finally:
         tracemalloc.stop()
+
+
+def _kept_bytes(step) -> int:
+    """Bytes of the arena the plan ``step`` ran last keeps between calls (0 without one)."""
+    runner = getattr(getattr(getattr(step, "last", None), "compiled", None), "runner", None)
+    arena = getattr(runner, "arena", None) if getattr(runner, "keep", False) else None
+    return 0 if arena is None else arena.nbytes
 
 
 def _accuracy(model, x, y) -> float:
@@ -94,7 +102,7 @@ def train_row(
                 losses.append(float(loss.item()))
         xb, yb = Tensor(x_train[:batch_size]), Tensor(y_train[:batch_size])
         f(xb, yb)
-        peak = _peak(lambda f=f, xb=xb, yb=yb: f(xb, yb))
+        peak = _peak(lambda f=f, xb=xb, yb=yb: f(xb, yb), f)
         second = None
         if compiled:  # a second model of the same shapes: what a fresh compile costs now
             other = make_model()

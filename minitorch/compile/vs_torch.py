@@ -117,14 +117,14 @@ def minitorch_sides(name: str) -> tuple[dict, dict, dict]:
 
         cfwd()
         forwards[label] = cfwd
-        extra[f"{label} step peak KiB"] = _peak(steps[label])
+        extra[f"{label} step peak KiB"] = _peak(steps[label], f)
     extra["eager step peak KiB"] = _peak(steps["eager"])
     return steps, forwards, extra
 
 
-def _peak(fn) -> float:
+def _peak(fn, step=None) -> float:
     fn()  # warm: the first call compiles
-    return capstone._peak(fn)
+    return capstone._peak(fn, step)
 
 
 def torch_sides(name: str, use_compile: bool) -> tuple[dict, dict]:

@@ -44,8 +44,11 @@ def install(unit) -> None:
     if any(d != "cpu" for d in compiled.devices):  # the arena is host memory
         unit.skipped["memory"] = f"the plan runs on {', '.join(compiled.devices)}"
         return
-    keep = compiled.options.mode != "default"  # chapter 9's modes: no allocation per call
-    compiled.runner = Executor(arena=True, inplace=compiled.options.inplace, keep=keep)
+    # minitorch.compile's modes (and a plan run as one generated function) keep the arena
+    # and the kernels bound to it: no allocation and no binding per call
+    options = compiled.options
+    keep = options.keep or options.mode != "default"
+    compiled.runner = Executor(arena=True, inplace=options.inplace, keep=keep)
 
 
 def _dump(unit, folder: str) -> None:

@@ -18,6 +18,7 @@ GROUPINGS = ("greedy", "planned")  # chapter 7: the greedy fuser (7.2) or your p
 class CompileOptions:
     fuse: bool = False  # chapter 7: group elementwise chains and generate kernels
     memory: bool = False  # chapter 8: place every intermediate in one planned arena
+    keep: bool = False  # chapter 9: the arena and the kernels bound to it live as long as the plan
     inplace: bool = True  # chapter 8: let a kernel write over an input that dies there
     mode: str = "default"  # chapter 9: "default" | "reduce-overhead" | "max-autotune"
     parallel: bool = False  # chapter 9: run independent steps on a thread pool
@@ -28,7 +29,7 @@ class CompileOptions:
     def __post_init__(self) -> None:
         from ..core.errors import OpError
 
-        for name in ("fuse", "memory", "inplace", "parallel", "dynamic", "fast_math"):
+        for name in ("fuse", "memory", "keep", "inplace", "parallel", "dynamic", "fast_math"):
             if not isinstance(getattr(self, name), bool):
                 raise OpError(
                     "CompileOptions",
@@ -50,7 +51,11 @@ class CompileOptions:
             )
 
     def __str__(self) -> str:
-        on = [k for k in ("fuse", "memory", "parallel", "dynamic", "fast_math") if getattr(self, k)]
+        on = [
+            k
+            for k in ("fuse", "memory", "keep", "parallel", "dynamic", "fast_math")
+            if getattr(self, k)
+        ]
         on += [f"grouping={self.grouping}"] if self.grouping != "greedy" else []
         return f"{self.mode}({', '.join(on) or 'passes only'})"
 

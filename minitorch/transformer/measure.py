@@ -110,28 +110,34 @@ def step_comparison(vocab, batches_, held_out, mode="default", seed=0, **model_k
 
     Step time is the median of interleaved rounds on one batch after training; the peak is
     numpy's allocations during one step (``tracemalloc``); accuracy is next-character
-    accuracy on ``held_out`` (a batch tuple).
+    accuracy on ``held_out`` (a batch tuple). First calls are CPU seconds: the compiled
+    step's, then a fresh model's of the same shapes (its kernels already loaded).
     """
     from .. import compile as compile_
     from ..compile.capstone import Row
     from ..nn.optim import Adam
 
-    runs, steps = {}, {}
-    for compiled in (False, True):
+    def first_call(compiled):
         model = TinyGPT(vocab, seed=seed, **model_kw)
         step = make_step(model, Adam(model, lr=3e-3))
         f = compile_(step, mode=mode) if compiled else step
-        t0 = time.perf_counter()
-        losses = [float(f(*batches_[0]).item())]
-        first = time.perf_counter() - t0
+        t0 = time.process_time()
+        loss = float(f(*batches_[0]).item())
+        return model, f, loss, time.process_time() - t0
+
+    runs, steps = {}, {}
+    for compiled in (False, True):
+        model, f, loss, first = first_call(compiled)
+        losses = [loss]
         losses += [float(f(*b).item()) for b in batches_[1:]]
-        peak = peak_kib(lambda f=f: f(*batches_[0]))
+        peak = peak_kib(lambda f=f: f(*batches_[0]), f)
         runs[compiled] = (losses, first, peak, accuracy(model, *held_out))
         steps[compiled] = f
     b = batches_[0]
     t = median_ms({"eager": lambda: steps[False](*b), "compiled": lambda: steps[True](*b)})
+    second = first_call(True)[3]
     (le, _, pe, ae), (lc, fc, pc, ac) = runs[False], runs[True]
-    row = Row("TinyGPT 2x64", t["eager"], t["compiled"], pe, pc, fc, float("nan"), ae, ac, le, lc)
+    row = Row("TinyGPT 2x64", t["eager"], t["compiled"], pe, pc, fc, second, ae, ac, le, lc)
     return row, steps[True]
 
 
@@ -261,9 +267,9 @@ def decode_rates(model, prompt, n=40, rounds=5) -> dict:
     }
     out, texts = {}, {}
     for name, f in runs.items():
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         texts[name] = generate(model, prompt, n, temperature=0, step=f)
-        out[f"{name}_first_s"] = time.perf_counter() - t0
+        out[f"{name}_first_s"] = time.process_time() - t0
     fns = {
         k: (lambda f=f: generate(model, prompt, n, temperature=0, step=f)) for k, f in runs.items()
     }
@@ -332,8 +338,36 @@ def profiles(model, batch, prompt, folder) -> dict:
     cache = empty_cache(model)
     token = Tensor(np.asarray(prompt[:1], np.int64).reshape(1, 1, 1))
     pos = Tensor(np.zeros((1, 1, 1), np.int64))
+    with no_grad():
+        decode_step(model, token, pos, *cache)  # first calls set up what later ones reuse
     with no_grad(), profiler.profile() as dec_prof:
         with profiler.record("decode step"):
             decode_step(model, token, pos, *cache)
     dec_prof.export_chrome_trace(folder / "decode_step.json")
     return {"train": train_prof, "decode": dec_prof}
+
+
+def op_sizes(prof) -> tuple[int, float]:
+    """Of a profile's op events: how many, and the mean of their largest input's elements
+    (counts, unlike their times, that a busy machine does not change)."""
+    ops = [e for e in prof.events if e.cat == "op"]
+    sizes = [max((int(np.prod(s)) for s in e.shapes), default=1) for e in ops]
+    return len(ops), float(np.mean(sizes)) if sizes else 0.0
+
+
+def known_words(samples, text, prompt_chars=0) -> float:
+    """The share of the words written in ``samples`` (after each one's first ``prompt_chars``
+    characters) that are words of ``text``; words are runs of letters."""
+    import re
+
+    vocab = set(re.findall(r"[A-Za-z]+", text))
+    words = [w for s in samples for w in re.findall(r"[A-Za-z]+", s[prompt_chars:])]
+    return sum(w in vocab for w in words) / max(len(words), 1)
+
+
+def frequency_samples(text, n, length, seed=0) -> list[str]:
+    """``n`` strings of characters drawn independently by their frequency in ``text``: the
+    baseline a model that learnt only the characters' frequencies would write."""
+    chars, counts = np.unique(np.array(list(text)), return_counts=True)
+    rng = np.random.default_rng(seed)
+    return ["".join(rng.choice(chars, size=length, p=counts / counts.sum())) for _ in range(n)]
