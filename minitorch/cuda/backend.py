@@ -167,9 +167,29 @@ def _blocks(n: int, threads: int) -> int:
     return max(1, min(MAX_BLOCKS, math.ceil(n / threads)))
 
 
+# Chapter 8's device arena and memory tracking hook in here (``memory/device.py``): every
+# device buffer the backend makes comes from ``device_empty``. ``SERVE[0]``: a place in a
+# compiled plan's arena offered to the next buffer of its size and dtype (the step's result);
+# ``ON_ALLOC[0](array)``: told of each new allocation while memory is tracked.
+SERVE: list = [None]
+ON_ALLOC: list = [None]
+
+
+def device_empty(size: int, dtype) -> object:
+    """A new 1-D device array of ``size`` elements (or the arena place on offer)."""
+    dest = SERVE[0]
+    if dest is not None and dest.size == size and dest.dtype == dtype:
+        SERVE[0] = None
+        return dest
+    arr = cuda.device_array(size, dtype=dtype)
+    if ON_ALLOC[0] is not None:
+        ON_ALLOC[0](arr)
+    return arr
+
+
 def _empty(shape, dtype) -> TensorData:
     size = int(np.prod(shape, dtype=np.int64))
-    return TensorData.contiguous(cuda.device_array(size, dtype=dtype), tuple(shape))
+    return TensorData.contiguous(device_empty(size, dtype), tuple(shape))
 
 
 def _fill(out, n, value):
@@ -236,9 +256,9 @@ def launch_block_sum(a: TensorData, dtype) -> TensorData:
     flat = a.storage[a.offset : a.offset + a.size]
     k = compiled("4.3", THREADS, numba_type(dtype))
     blocks = _blocks(a.size, THREADS)
-    partial = cuda.device_array(blocks, dtype=dtype)
+    partial = device_empty(blocks, dtype)
     launch(k, blocks, THREADS, partial, flat, a.size, name="block_sum")
-    out = cuda.device_array(1, dtype=dtype)
+    out = device_empty(1, dtype)
     launch(k, 1, THREADS, out, partial, blocks, name="block_sum")
     return TensorData.contiguous(out, (1,))
 
@@ -284,7 +304,10 @@ class CudaBackend(Backend):
 
     def from_numpy(self, array: np.ndarray) -> TensorData:
         flat = np.ascontiguousarray(array).reshape(-1)
-        return TensorData.contiguous(cuda.to_device(flat), tuple(array.shape))
+        storage = cuda.to_device(flat)
+        if ON_ALLOC[0] is not None:
+            ON_ALLOC[0](storage)
+        return TensorData.contiguous(storage, tuple(array.shape))
 
     def to_numpy(self, data: TensorData) -> np.ndarray:
         if data.size == 0:
