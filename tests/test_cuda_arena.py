@@ -86,3 +86,21 @@ def test_track_memory_counts_device_bytes():
         del y
     assert m.device.allocations >= 2 and m.device.peak >= 8000
     assert m.device.current >= 4000 and z.device == "cuda"
+
+
+def test_profiler_reports_launches_and_device_peak_of_a_compiled_cuda_call():
+    from minitorch import profiler
+
+    def f(a, b):
+        return ((a * b + 1.0) * a).sum()
+
+    rng = np.random.default_rng(1)
+    args = [mt.tensor(rng.random((4, 6)), device="cuda") for _ in range(2)]
+    g = mt.jit(f, options=mt.CompileOptions(fuse=True, memory=True))
+    g(*args)
+    before = LAUNCHES[0]
+    with profiler.profile() as prof:
+        g(*args)
+    assert prof.launches == LAUNCHES[0] - before > 0
+    assert prof.device.peak > 0
+    assert f"cuda: {prof.launches} kernel launches, device memory peak" in prof.table()
