@@ -53,6 +53,7 @@ def test_book_shows_only_a_recorded_gpu_run(cnn_record, tmp_path):
     text = cc.book_text(path)
     assert "last recorded GPU run (NVIDIA H200, 2026-12-05 04:00 UTC)" in text
     assert "ran without a GPU" in text and "capstone CNN" in text
+    assert max(len(line) for line in (text + "\n" + none).splitlines()) <= 100  # the page
 
 
 def test_the_book_has_no_gpu_record_unless_one_was_run():

@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 
 BOOK_RECORD = Path(__file__).resolve().parents[2] / "book" / "data" / "ch9_gpu.json"
-HOW_TO_RECORD = (
-    "on a machine with an NVIDIA GPU, run `python -m minitorch.compile.capstone_cuda "
-    "--json book/data/ch9_gpu.json` and rebuild the book"
+HOW_TO_RECORD = (  # printed in the book: lines under 100 characters
+    "To record one, run on a machine with an NVIDIA GPU\n"
+    "  python -m minitorch.compile.capstone_cuda --json book/data/ch9_gpu.json\n"
+    "and rebuild the book."
 )
 
 
@@ -230,10 +231,10 @@ def book_text(path=BOOK_RECORD) -> str:
     path = Path(path)
     record = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
     if record is None or record.get("simulator", True):
-        return f"No GPU run has been recorded yet: {HOW_TO_RECORD}."
+        return "No GPU run has been recorded yet. " + HOW_TO_RECORD
     return (
-        f"The last recorded GPU run ({record['machine']}, {record['date']}); "
-        "this build ran without a GPU:\n" + table_text(record)
+        "This build ran without a GPU. The last recorded GPU run "
+        f"({record['machine']}, {record['date']}):\n" + table_text(record)
     )
 
 
