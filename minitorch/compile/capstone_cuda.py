@@ -30,41 +30,34 @@ HOW_TO_RECORD = (  # printed in the book: lines under 100 characters
 )
 
 
+# name -> rows(quick) -> (make model, make step, batch as numpy arrays, PyTorch twin or None).
+# Later chapters add their models (chapter 11: ``transformer/gpu_row.py``, TinyGPT).
+GPU_ROWS: dict = {}
+
+
 def _models(quick: bool) -> dict:
-    """name -> (make model, make step, batch as numpy arrays, PyTorch twin or None)."""
+    return {name: rows(quick) for name, rows in GPU_ROWS.items()}
+
+
+def _cnn(quick: bool) -> tuple:
     from ..fast.cnn import DigitsCNN
     from ..fast.cnn import cross_entropy as cnn_loss
     from ..nn.data import load_digits
-    from ..transformer import TinyGPT, make_batch
-    from ..transformer.measure import make_step
     from .capstone import training_step
     from .vs_torch import torch_cnn
 
     x, y, _, _ = load_digits(seed=0)
-    rng = np.random.default_rng(0)
-    if quick:  # the simulator runs every CUDA thread in Python: tiny models
-        b, cnn = 4, lambda: DigitsCNN((2, 3), 0, seed=0)
-        vocab, gpt = 7, lambda: TinyGPT(7, context=4, width=8, heads=2, layers=1, seed=0)
-        lengths, padded = (5, 4), 4
-    else:  # the book's sizes
-        b, cnn = 32, lambda: DigitsCNN((8, 16), 32, seed=0)
-        vocab, gpt = 65, lambda: TinyGPT(65, context=64, width=64, heads=4, layers=2, seed=0)
-        lengths, padded = (65,) * 16, 64
-    seqs = [rng.integers(0, vocab, n) for n in lengths]
-    return {
-        "capstone CNN": (
-            cnn,
-            lambda m, o: training_step(m, o, cnn_loss),
-            (x[:b].astype(np.float32), y[:b].astype(np.int64)),
-            None if quick else torch_cnn,
-        ),
-        "TinyGPT": (
-            gpt,
-            make_step,
-            tuple(t.numpy() for t in make_batch(seqs, padded)),
-            None,
-        ),
-    }
+    # the simulator runs every CUDA thread in Python: tiny models there
+    b, channels, hidden = (4, (2, 3), 0) if quick else (32, (8, 16), 32)
+    return (
+        lambda: DigitsCNN(channels, hidden, seed=0),
+        lambda m, o: training_step(m, o, cnn_loss),
+        (x[:b].astype(np.float32), y[:b].astype(np.int64)),
+        None if quick else torch_cnn,
+    )
+
+
+GPU_ROWS["capstone CNN"] = _cnn
 
 
 def _sync() -> None:
@@ -83,8 +76,8 @@ def _timed(fn) -> float:
 def _side(make_model, make_step, batch, compiled: bool, mode: str, warm: int) -> dict:
     """One side of a row: the step, its first call, losses, launches and device peak."""
     from .. import compile as compile_
-    from ..core.instrument import LAUNCHES
     from ..core.creation import tensor
+    from ..core.instrument import LAUNCHES
     from ..memory import track_memory
     from ..nn.optim import SGD
 

@@ -213,9 +213,7 @@ class Executor:
         mem = self.mem
         # outputs in the arena are copied out (the caller keeps them); donated ones stay
         copy = [
-            k
-            for k, s in enumerate(outputs)
-            if s in fixed and mem.shares(fixed[s].storage, arena)
+            k for k, s in enumerate(outputs) if s in fixed and mem.shares(fixed[s].storage, arena)
         ]
         # the others stay where they are (a donated buffer), each call in a new TensorData:
         # what the caller holds is then counted on the buffer (see ``_seen_outside``)
