@@ -63,3 +63,10 @@ def test_the_book_has_no_gpu_record_unless_one_was_run():
         assert record["simulator"] is False and record["rows"]
     else:
         assert cc.book_text().startswith("No GPU run has been recorded yet")
+
+
+def test_rows_of_both_chapters_are_registered():
+    # chapter 11 adds TinyGPT's row (chapter 9 imports no later chapter)
+    assert list(cc.GPU_ROWS) == ["capstone CNN", "TinyGPT"]
+    make_model, make_step, batch, twin = cc.GPU_ROWS["TinyGPT"](True)
+    assert make_model().vocab == 7 and [b.shape[0] for b in batch[:1]] == [2] and twin is None
