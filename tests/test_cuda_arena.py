@@ -104,3 +104,20 @@ def test_profiler_reports_launches_and_device_peak_of_a_compiled_cuda_call():
     assert prof.launches == LAUNCHES[0] - before > 0
     assert prof.device.peak > 0
     assert f"cuda: {prof.launches} kernel launches, device memory peak" in prof.table()
+
+
+def test_device_arena_with_the_thread_pool():
+    # independent branches run at once: each thread is offered its own step's place
+    def f(a, b):
+        return ((a * 2.0).sum(axis=0) + (b + 1.0).sum(axis=0), mt.where(a > b, a, b) * 3.0)
+
+    rng = np.random.default_rng(2)
+    a, b = rng.random((4, 3)), rng.random((4, 3))
+    want = [t.numpy() for t in f(mt.tensor(a), mt.tensor(b))]
+    g = mt.jit(f, options=mt.CompileOptions(memory=True, parallel=True))
+    args = [mt.tensor(v, device="cuda") for v in (a, b)]
+    for _ in range(3):
+        for got, w in zip(g(*args), want):
+            np.testing.assert_allclose(got.numpy(), w, rtol=1e-12)
+    (runner,) = {t.compiled.runner for ts in g.store.entries.values() for t in ts}
+    assert runner.describe().endswith("in a device arena") and runner.way.name != "run_plan"

@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import math
 import os
+import threading
 
 # The package's __init__ ran first and chose the simulator if there is no GPU.
 import numba
@@ -169,18 +170,19 @@ def _blocks(n: int, threads: int) -> int:
 
 
 # Chapter 8's device arena and memory tracking hook in here (``memory/device.py``): every
-# device buffer the backend makes comes from ``device_empty``. ``SERVE[0]``: a place in a
-# compiled plan's arena offered to the next buffer of its size and dtype (the step's result);
-# ``ON_ALLOC[0](array)``: told of each new allocation while memory is tracked.
-SERVE: list = [None]
+# device buffer the backend makes comes from ``device_empty``. ``SERVE.dest``: a place in a
+# compiled plan's arena offered to the next buffer of its size and dtype (the step's result;
+# per thread, as chapter 9's pool runs steps at once); ``ON_ALLOC[0](array)``: told of each
+# new allocation while memory is tracked.
+SERVE = threading.local()
 ON_ALLOC: list = [None]
 
 
 def device_empty(size: int, dtype) -> object:
     """A new 1-D device array of ``size`` elements (or the arena place on offer)."""
-    dest = SERVE[0]
+    dest = getattr(SERVE, "dest", None)
     if dest is not None and dest.size == size and dest.dtype == dtype:
-        SERVE[0] = None
+        SERVE.dest = None
         return dest
     arr = cuda.device_array(size, dtype=dtype)
     if ON_ALLOC[0] is not None:

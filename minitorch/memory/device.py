@@ -82,11 +82,11 @@ class DeviceMemory:
         result = TensorData(dest, shape, tuple(strides_from_shape(shape)), 0)
 
         def into_place(*a, **kw):
-            cb.SERVE[0] = dest
+            cb.SERVE.dest = dest
             try:
                 r = kernel(*a, **kw)
             finally:
-                cb.SERVE[0] = None
+                cb.SERVE.dest = None
             if r.storage is dest and r.offset == 0 and r.is_contiguous():
                 return r
             cb.copy_into(result, r)
