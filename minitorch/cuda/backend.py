@@ -170,21 +170,23 @@ def _blocks(n: int, threads: int) -> int:
 
 
 # Chapter 8's device arena and memory tracking hook in here (``memory/device.py``): every
-# device buffer the backend makes comes from ``device_empty``. ``SERVE.dest``: a place in a
-# compiled plan's arena offered to the next buffer of its size and dtype (the step's result;
-# per thread, as chapter 9's pool runs steps at once); ``ON_ALLOC[0](array)``: told of each
-# new allocation while memory is tracked.
+# device buffer the backend makes comes from ``device_empty``. ``SERVE.offer``: while a
+# compiled plan's step runs, its place in the arena, given to the buffer that becomes the
+# step's result (per thread, as chapter 9's pool runs steps at once); ``ON_ALLOC[0](array)``:
+# told of each new allocation while memory is tracked.
 SERVE = threading.local()
 ON_ALLOC: list = [None]
 
 
 def device_empty(size: int, dtype) -> object:
     """A new 1-D device array of ``size`` elements (or the arena place on offer)."""
-    dest = getattr(SERVE, "dest", None)
-    if dest is not None and dest.size == size and dest.dtype == dtype:
-        SERVE.dest = None
-        return dest
+    offer = getattr(SERVE, "offer", None)
+    place = offer.take(size, dtype) if offer is not None else None
+    if place is not None:
+        return place
     arr = cuda.device_array(size, dtype=dtype)
+    if offer is not None:
+        offer.note(arr)
     if ON_ALLOC[0] is not None:
         ON_ALLOC[0](arr)
     return arr

@@ -2,12 +2,14 @@
 
 The cuda backend makes every device buffer through ``device_empty`` (chapter 4's
 ``backend.py``). The arena is one such buffer, sliced as on the CPU. A kernel there
-takes no ``dest=``: the executor offers the step its place (``SERVE``) while it runs,
-and the first buffer of that size and dtype the kernel makes is that place. When a
-kernel made a scratch buffer of that size before its result (``where``, ``mean``),
-the result is copied into place afterwards (one launch more). A scratch buffer may
-thus land in the step's place, so a device arena merges no step in place: the place
-never holds one of the step's inputs.
+takes no ``dest=``: the executor offers the step its place (``SERVE.offer``) while it
+runs, and the first buffer of that size and dtype the kernel makes is that place.
+When a kernel made a scratch buffer of that size before its result (``where``,
+``mean``, a batched ``matmul``), the result is copied into place (one launch more),
+and from the next call on the place goes to the buffer that became the result (an
+:class:`Offer` skips the ones before it). A scratch buffer may thus land in the
+step's place, so a device arena merges no step in place: the place never holds one
+of the step's inputs.
 
 ``track_device`` counts what the backend allocates (results and scratch alike) while
 it is on, for eager and compiled calls alike: ``track_memory`` reports it on cuda.
@@ -48,10 +50,14 @@ def overlaps(a, b) -> bool:
 
 
 class DeviceMemory:
-    """The executor's memory operations for plans on the cuda device (``Executor.mem``)."""
+    """The executor's memory operations for plans on the cuda device (``Executor.mem``,
+    one per executor: it remembers, per step, which buffer became the result)."""
 
     name = "cuda"
     donates = False  # donation swaps host buffers; a device arena keeps parameters as they are
+
+    def __init__(self):
+        self.learnt: dict = {}  # id(plan step) -> [rank of its result among its size's buffers]
 
     @staticmethod
     def new_arena(nbytes: int, alignment: int):
@@ -74,28 +80,57 @@ class DeviceMemory:
         return _backend()._BACKEND.copy(d)
 
     @staticmethod
-    def bind(st, dest, args: list):
+    def outside(plan, mp) -> list:
+        """Buffers an output views (a reshaped gradient): their kernels allocate them, as
+        outputs', rather than a launch copying the view out of the arena on every call."""
+        outputs = set(plan.outputs)
+        return [b.slot for b in mp.buffers if outputs.intersection(b.views)]
+
+    def bind(self, st, dest, args: list):
         """``st.kernel`` with ``dest`` offered to its result (see the module's docstring)."""
         if dest is None:
             return st.kernel
         cb, kernel, shape = _backend(), st.kernel, st.spec.shape
         result = TensorData(dest, shape, tuple(strides_from_shape(shape)), 0)
+        learnt = self.learnt.setdefault(id(st), [0])  # kept while the plan is: default mode rebinds
 
         def into_place(*a, **kw):
-            cb.SERVE.dest = dest
+            offer = cb.SERVE.offer = Offer(dest, learnt[0])
             try:
                 r = kernel(*a, **kw)
             finally:
-                cb.SERVE.dest = None
+                cb.SERVE.offer = None
             if r.storage is dest and r.offset == 0 and r.is_contiguous():
                 return r
+            learnt[0] = offer.fresh.get(id(r.storage), learnt[0])
             cb.copy_into(result, r)
             return result
 
         return into_place
 
 
-DEVICE = DeviceMemory()
+class Offer:
+    """A step's place in the arena, given to the ``skip``-th buffer of its size and dtype
+    that its kernel makes (the one that became its result on the last call: a kernel
+    may make scratch buffers of that size first)."""
+
+    def __init__(self, dest, skip: int):
+        self.dest, self.skip, self.seen = dest, skip, 0
+        self.size, self.dtype = dest.size, dest.dtype
+        self.fresh: dict = {}  # id of each such buffer allocated instead -> its rank
+
+    def take(self, size: int, dtype):
+        if size != self.size or dtype != self.dtype:
+            return None
+        self.seen += 1
+        if self.dest is None or self.seen <= self.skip:
+            return None
+        dest, self.dest = self.dest, None
+        return dest
+
+    def note(self, arr) -> None:
+        if arr.size == self.size and arr.dtype == self.dtype:
+            self.fresh[id(arr)] = self.seen - 1
 
 
 class DeviceStats:

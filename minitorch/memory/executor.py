@@ -11,6 +11,7 @@ and a thread pool. Arena, donation and way are independent choices, so they comb
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from typing import Callable
@@ -65,6 +66,11 @@ class HostMemory:
         return TensorData.from_numpy(d.as_numpy_view())
 
     @staticmethod
+    def outside(plan: Plan, mp: MemoryPlan) -> list:
+        """Buffers to keep out of the arena besides the outputs: none (a copy out is cheap)."""
+        return []
+
+    @staticmethod
     def bind(st, dest, args):
         return _bind(st, dest, args)
 
@@ -76,9 +82,9 @@ def memory_for(device: str):
     """The executor's memory operations for plans on ``device``."""
     if device == "cpu":
         return HOST
-    from .device import DEVICE
+    from .device import DeviceMemory
 
-    return DEVICE
+    return DeviceMemory()
 
 
 class Executor:
@@ -116,6 +122,10 @@ class Executor:
         key = tuple(id(st.node) if st.node is not None else id(st.kernel) for st in plan.steps)
         if key != self._mp_key:
             self._mp = plan_memory(plan, inplace=self.inplace)
+            viewed = self.mem.outside(plan, self._mp)
+            if viewed:  # buffers an output views stay out of the arena: no copy out
+                plan = dataclasses.replace(plan, outputs=list(plan.outputs) + viewed)
+                self._mp = plan_memory(plan, inplace=self.inplace)
             self._mp_key, self.arena, self._layout, self._tables = key, None, None, {}
         return self._mp
 
