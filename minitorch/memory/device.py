@@ -18,6 +18,7 @@ it is on, for eager and compiled calls alike: ``track_memory`` reports it on cud
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import weakref
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
+from .arena import plan_memory
 
 
 def _backend():
@@ -80,11 +82,19 @@ class DeviceMemory:
         return _backend()._BACKEND.copy(d)
 
     @staticmethod
-    def outside(plan, mp) -> list:
-        """Buffers an output views (a reshaped gradient): their kernels allocate them, as
-        outputs', rather than a launch copying the view out of the arena on every call."""
+    def plan(plan, inplace: bool):
+        """Chapter 8's plan, but a buffer an output views (a reshaped gradient) is made by
+        its kernel, as an output is, rather than copied out of the arena by a launch on
+        every call; and no kernel's result is copied in (its place is offered)."""
+        mp = plan_memory(plan, inplace=inplace)
         outputs = set(plan.outputs)
-        return [b.slot for b in mp.buffers if outputs.intersection(b.views)]
+        viewed = [b.slot for b in mp.buffers if outputs.intersection(b.views)]
+        if viewed:
+            mp = plan_memory(
+                dataclasses.replace(plan, outputs=list(plan.outputs) + viewed), inplace
+            )
+        mp.copied = []
+        return mp
 
     def bind(self, st, dest, args: list):
         """``st.kernel`` with ``dest`` offered to its result (see the module's docstring)."""

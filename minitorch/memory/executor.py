@@ -11,7 +11,6 @@ and a thread pool. Arena, donation and way are independent choices, so they comb
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import sys
 from typing import Callable
@@ -66,9 +65,8 @@ class HostMemory:
         return TensorData.from_numpy(d.as_numpy_view())
 
     @staticmethod
-    def outside(plan: Plan, mp: MemoryPlan) -> list:
-        """Buffers to keep out of the arena besides the outputs: none (a copy out is cheap)."""
-        return []
+    def plan(plan: Plan, inplace: bool) -> MemoryPlan:
+        return plan_memory(plan, inplace=inplace)
 
     @staticmethod
     def bind(st, dest, args):
@@ -121,11 +119,7 @@ class Executor:
         """The arena this executor uses for ``plan`` (planned once per plan)."""
         key = tuple(id(st.node) if st.node is not None else id(st.kernel) for st in plan.steps)
         if key != self._mp_key:
-            self._mp = plan_memory(plan, inplace=self.inplace)
-            viewed = self.mem.outside(plan, self._mp)
-            if viewed:  # buffers an output views stay out of the arena: no copy out
-                plan = dataclasses.replace(plan, outputs=list(plan.outputs) + viewed)
-                self._mp = plan_memory(plan, inplace=self.inplace)
+            self._mp = self.mem.plan(plan, self.inplace)
             self._mp_key, self.arena, self._layout, self._tables = key, None, None, {}
         return self._mp
 
