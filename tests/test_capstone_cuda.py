@@ -70,3 +70,14 @@ def test_rows_of_both_chapters_are_registered():
     assert list(cc.GPU_ROWS) == ["capstone CNN", "TinyGPT"]
     make_model, make_step, batch, twin = cc.GPU_ROWS["TinyGPT"](True)
     assert make_model().vocab == 7 and [b.shape[0] for b in batch[:1]] == [2] and twin is None
+
+
+def test_the_cli_module_is_not_imported_by_the_package():
+    # `python -m minitorch.compile.capstone_cuda` runs it as __main__: were it imported with
+    # minitorch already, its rows registry would be a second, empty one (and runpy warns)
+    import subprocess
+    import sys
+
+    code = "import sys, minitorch; print('minitorch.compile.capstone_cuda' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

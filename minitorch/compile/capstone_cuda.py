@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .capstone import GPU_ROWS
+
 BOOK_RECORD = Path(__file__).resolve().parents[2] / "book" / "data" / "ch9_gpu.json"
 HOW_TO_RECORD = (  # printed in the book: lines under 100 characters
     "To record one, run on a machine with an NVIDIA GPU\n"
@@ -30,34 +32,8 @@ HOW_TO_RECORD = (  # printed in the book: lines under 100 characters
 )
 
 
-# name -> rows(quick) -> (make model, make step, batch as numpy arrays, PyTorch twin or None).
-# Later chapters add their models (chapter 11: ``transformer/gpu_row.py``, TinyGPT).
-GPU_ROWS: dict = {}
-
-
 def _models(quick: bool) -> dict:
     return {name: rows(quick) for name, rows in GPU_ROWS.items()}
-
-
-def _cnn(quick: bool) -> tuple:
-    from ..fast.cnn import DigitsCNN
-    from ..fast.cnn import cross_entropy as cnn_loss
-    from ..nn.data import load_digits
-    from .capstone import training_step
-    from .vs_torch import torch_cnn
-
-    x, y, _, _ = load_digits(seed=0)
-    # the simulator runs every CUDA thread in Python: tiny models there
-    b, channels, hidden = (4, (2, 3), 0) if quick else (32, (8, 16), 32)
-    return (
-        lambda: DigitsCNN(channels, hidden, seed=0),
-        lambda m, o: training_step(m, o, cnn_loss),
-        (x[:b].astype(np.float32), y[:b].astype(np.int64)),
-        None if quick else torch_cnn,
-    )
-
-
-GPU_ROWS["capstone CNN"] = _cnn
 
 
 def _sync() -> None:

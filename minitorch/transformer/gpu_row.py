@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compile.capstone_cuda import GPU_ROWS
+from ..compile.capstone import GPU_ROWS
 from .data import make_batch
 from .measure import make_step
 from .model import TinyGPT
