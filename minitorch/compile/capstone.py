@@ -179,3 +179,29 @@ def table_text(rows: list[Row]) -> str:
 def curves_agree(row: Row, steps: int = 20, rtol: float = 1e-5) -> bool:
     a, b = np.array(row.eager_losses[:steps]), np.array(row.compiled_losses[:steps])
     return bool(np.allclose(a, b, rtol=rtol, atol=1e-6))
+
+
+# Chapter 9's table on the cuda device (``capstone_cuda.py``): name -> rows(quick) ->
+# (make model, make step, batch as numpy arrays, PyTorch twin or None). Later chapters
+# add their models (chapter 11: ``transformer/gpu_row.py``, TinyGPT).
+GPU_ROWS: dict = {}
+
+
+def _cnn_gpu_row(quick: bool) -> tuple:
+    from ..fast.cnn import DigitsCNN
+    from ..fast.cnn import cross_entropy as cnn_loss
+    from ..nn.data import load_digits
+    from .vs_torch import torch_cnn
+
+    x, y, _, _ = load_digits(seed=0)
+    # the simulator runs every CUDA thread in Python: tiny models there
+    b, channels, hidden = (4, (2, 3), 0) if quick else (32, (8, 16), 32)
+    return (
+        lambda: DigitsCNN(channels, hidden, seed=0),
+        lambda m, o: training_step(m, o, cnn_loss),
+        (x[:b].astype(np.float32), y[:b].astype(np.int64)),
+        None if quick else torch_cnn,
+    )
+
+
+GPU_ROWS["capstone CNN"] = _cnn_gpu_row

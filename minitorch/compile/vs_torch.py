@@ -127,17 +127,24 @@ def _peak(fn, step=None) -> float:
     return capstone._peak(fn, step)
 
 
+def torch_cnn():
+    """PyTorch's twin of the capstone CNN (8 and 16 channels, hidden 32) on flat 8x8 digits."""
+    import torch
+
+    return torch.nn.Sequential(
+        torch.nn.Unflatten(1, (1, 8, 8)),
+        torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.AvgPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10),
+    )  # fmt: skip
+
+
 def torch_sides(name: str, use_compile: bool) -> tuple[dict, dict]:
     import torch
 
     torch.manual_seed(0)
     if name == CNN:
-        model = torch.nn.Sequential(
-            torch.nn.Unflatten(1, (1, 8, 8)),
-            torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.AvgPool2d(2),
-            torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10),
-        )  # fmt: skip
+        model = torch_cnn()
         shape = (32, 64)
     else:
         i, h, o, b = MODELS[name]

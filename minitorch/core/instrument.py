@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 
 _active: list = [None]  # the running Profile (one at a time)
+LAUNCHES = [0]  # CUDA launches so far: a compiled plan's launches per call are a difference
 
 
 def enabled() -> bool:
@@ -43,6 +44,7 @@ def launch(kernel, grid, block, *args, name: str = "kernel"):
     with CUDA events (the device time of the kernel alone, ``host_us`` in its args
     is the time the host waited); on the simulator by the host clock.
     """
+    LAUNCHES[0] += 1
     prof = _active[0]
     if prof is None:
         return kernel[grid, block](*args)

@@ -30,6 +30,7 @@ import contextlib
 import inspect
 import math
 import os
+import threading
 
 # The package's __init__ ran first and chose the simulator if there is no GPU.
 import numba
@@ -173,9 +174,32 @@ def _blocks(n: int, threads: int) -> int:
     return max(1, min(MAX_BLOCKS, math.ceil(n / threads)))
 
 
+# Chapter 8's device arena and memory tracking hook in here (``memory/device.py``): every
+# device buffer the backend makes comes from ``device_empty``. ``SERVE.offer``: while a
+# compiled plan's step runs, its place in the arena, given to the buffer that becomes the
+# step's result (per thread, as chapter 9's pool runs steps at once); ``ON_ALLOC[0](array)``:
+# told of each new allocation while memory is tracked.
+SERVE = threading.local()
+ON_ALLOC: list = [None]
+
+
+def device_empty(size: int, dtype) -> object:
+    """A new 1-D device array of ``size`` elements (or the arena place on offer)."""
+    offer = getattr(SERVE, "offer", None)
+    place = offer.take(size, dtype) if offer is not None else None
+    if place is not None:
+        return place
+    arr = cuda.device_array(size, dtype=dtype)
+    if offer is not None:
+        offer.note(arr)
+    if ON_ALLOC[0] is not None:
+        ON_ALLOC[0](arr)
+    return arr
+
+
 def _empty(shape, dtype) -> TensorData:
     size = int(np.prod(shape, dtype=np.int64))
-    return TensorData.contiguous(cuda.device_array(size, dtype=dtype), tuple(shape))
+    return TensorData.contiguous(device_empty(size, dtype), tuple(shape))
 
 
 def _fill(out, n, value):
@@ -249,9 +273,9 @@ def launch_block_sum(a: TensorData, dtype) -> TensorData:
     flat = a.storage[a.offset : a.offset + a.size]
     k = compiled("4.3", THREADS, numba_type(dtype))
     blocks = _blocks(a.size, THREADS)
-    partial = cuda.device_array(blocks, dtype=dtype)
+    partial = device_empty(blocks, dtype)
     launch(k, blocks, THREADS, partial, flat, a.size, name="block_sum")
-    out = cuda.device_array(1, dtype=dtype)
+    out = device_empty(1, dtype)
     launch(k, 1, THREADS, out, partial, blocks, name="block_sum")
     return TensorData.contiguous(out, (1,))
 
@@ -298,6 +322,8 @@ class CudaBackend(Backend):
     def from_numpy(self, array: np.ndarray) -> TensorData:
         flat = np.ascontiguousarray(array).reshape(-1)
         storage = copies.to_device(flat) if TUNED else cuda.to_device(flat)  # pinned staging
+        if ON_ALLOC[0] is not None:
+            ON_ALLOC[0](storage)
         return TensorData.contiguous(storage, tuple(array.shape))
 
     def to_numpy(self, data: TensorData) -> np.ndarray:

@@ -94,15 +94,13 @@ class CudaElementwise:
         self.kernel = None
 
     def __call__(self, *inputs, out, **attrs):
-        from numba import cuda
-
         from ..cuda import backend as cb
 
         if self.kernel is None:
             self.kernel = cache.load(f"{self.key}_cuda", self.source).kernel
         spec = self.node.spec
         shape = tuple(spec.shape) or (1,)
-        result = cuda.device_array(max(spec.size, 0), dtype=spec.dtype)
+        result = cb.device_empty(max(spec.size, 0), spec.dtype)
         if spec.size:
             args = [result, spec.size, cb.meta(shape)]
             datas = list(inputs) + [c.value._data for c in self.extra]

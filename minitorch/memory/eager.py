@@ -3,7 +3,8 @@
 Eager execution makes each op's result storage inside ``eager_apply``; one
 hook there (``core.tensor._alloc_hook``, ``None`` unless one of these contexts
 is active, so the cost when off is one comparison per op) sees every result.
-A result that shares memory with an input is a view, not an allocation.
+A result that shares memory with an input is a view, not an allocation. Device
+bytes (the cuda backend's, scratch included) are counted by ``device.py``'s hook.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import tensor as _tensor
+from .device import DeviceStats, track_device
 from .planner import ALIGNMENT, align
 
 
@@ -38,6 +40,7 @@ class MemoryStats:
     peak: int = 0
     allocations: int = 0
     by_op: dict = field(default_factory=lambda: defaultdict(lambda: [0, 0]))  # op -> [n, bytes]
+    device: DeviceStats | None = None  # the cuda device's bytes (None: cuda not in use)
 
     def _alloc(self, op: str, nbytes: int) -> None:
         self.current += nbytes
@@ -58,6 +61,8 @@ class MemoryStats:
         ]
         for op, (n, b) in sorted(self.by_op.items(), key=lambda kv: -kv[1][1]):
             lines.append(f"  {op:<14} {n:>7} {b:>12}")
+        if self.device is not None:
+            lines.append(self.device.summary())
         return "\n".join(lines)
 
     __str__ = summary
@@ -82,7 +87,8 @@ def _dispatch_hook() -> None:
 
 @contextlib.contextmanager
 def track_memory():
-    """Count eager results made inside the block: ``with track_memory() as m: ...; m.peak``.
+    """Count eager results made inside the block: ``with track_memory() as m: ...; m.peak``
+    (and, when the cuda device is in use, every device buffer: ``m.device.peak``).
 
     Storage freed inside the block is subtracted when numpy frees it (a weakref
     finaliser), so ``current`` and ``peak`` follow Python's reference counting.
@@ -98,7 +104,8 @@ def track_memory():
     _trackers.append(track)
     _dispatch_hook()
     try:
-        yield stats
+        with track_device() as stats.device:
+            yield stats
     finally:
         _trackers.remove(track)
         _dispatch_hook()

@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..core.instrument import LAUNCHES
 from ..passes.plan import Plan, run_plan
 from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
@@ -44,6 +45,46 @@ class Way:
 LOOP = Way("run_plan", lambda table, plan, mp, dump: functools.partial(run_plan, table))
 
 
+class HostMemory:
+    """Where an arena lives and how results get there: host memory (``Executor.mem``;
+    ``device.py`` has the cuda device's twin)."""
+
+    name = "cpu"
+    donates = True
+    new_arena = staticmethod(new_arena)
+    views = staticmethod(bind_views)
+    shares = staticmethod(np.shares_memory)
+    may_share = staticmethod(np.may_share_memory)
+
+    @staticmethod
+    def address(a) -> int:
+        return a.__array_interface__["data"][0]
+
+    @staticmethod
+    def copy_out(d: TensorData) -> TensorData:
+        return TensorData.from_numpy(d.as_numpy_view())
+
+    @staticmethod
+    def plan(plan: Plan, inplace: bool) -> MemoryPlan:
+        return plan_memory(plan, inplace=inplace)
+
+    @staticmethod
+    def bind(st, dest, args):
+        return _bind(st, dest, args)
+
+
+HOST = HostMemory()
+
+
+def memory_for(device: str):
+    """The executor's memory operations for plans on ``device``."""
+    if device == "cpu":
+        return HOST
+    from .device import DeviceMemory
+
+    return DeviceMemory()
+
+
 class Executor:
     """``CompiledPlan.runner`` from chapter 8 on: one object whatever the options.
 
@@ -54,8 +95,12 @@ class Executor:
     arena only): those steps compute into a buffer the input then lives in.
     """
 
-    def __init__(self, arena=False, inplace=True, keep=False, way=LOOP, donate=None, dump=None):
+    def __init__(
+        self, arena=False, inplace=True, keep=False, way=LOOP, donate=None, dump=None, device="cpu"
+    ):
         self.use_arena, self.inplace, self.keep = arena, inplace, keep
+        self.mem = memory_for(device)  # host or device arena
+        self.launches = 0  # CUDA kernels the last call launched
         self.way, self.donate, self.dump = way, donate, dump
         self.arena = None  # the current arena (kept between calls when ``keep``)
         self.allocations = 0  # arenas allocated so far (stays 1 with ``keep``)
@@ -67,13 +112,14 @@ class Executor:
         self._extra = 0  # bytes of views that had to copy, this call
 
     def describe(self) -> str:
-        return self.way.name + (" in an arena" if self.use_arena else "")
+        where = " in a device arena" if self.mem is not HOST else " in an arena"
+        return self.way.name + (where if self.use_arena else "")
 
     def memory(self, plan: Plan) -> MemoryPlan:
         """The arena this executor uses for ``plan`` (planned once per plan)."""
         key = tuple(id(st.node) if st.node is not None else id(st.kernel) for st in plan.steps)
         if key != self._mp_key:
-            self._mp = plan_memory(plan, inplace=self.inplace)
+            self._mp = self.mem.plan(plan, self.inplace)
             self._mp_key, self.arena, self._layout, self._tables = key, None, None, {}
         return self._mp
 
@@ -97,6 +143,13 @@ class Executor:
                 self.arena = self._dests = None
 
     def _run(self, made: tuple, inputs: list) -> list:
+        launched = LAUNCHES[0]
+        try:
+            return self._run_table(made, inputs)
+        finally:
+            self.launches = LAUNCHES[0] - launched
+
+    def _run_table(self, made: tuple, inputs: list) -> list:
         taken = made[3](inputs)
         if taken is None:  # the caller still sees a donated buffer: this call donates none
             plan, dests = made[0], made[1]
@@ -113,17 +166,17 @@ class Executor:
         """Each step's place in the arena (``None``: views, outputs, unplanned steps)."""
         if self.arena is not None and self.keep:
             return self._dests
-        arena = new_arena(mp.arena_bytes, mp.alignment)
+        arena = self.mem.new_arena(mp.arena_bytes, mp.alignment)
         self.arena, self.allocations = arena, self.allocations + 1
         if self._layout is not None:  # the same plan again: re-slice the new arena
             self._dests = [
                 None if e is None else arena[e[0] : e[0] + e[1]].view(e[2]) for e in self._layout
             ]
             return self._dests
-        views = bind_views(arena, mp.buffers)
+        views = self.mem.views(arena, mp.buffers)
         owner = {s: b for b in mp.buffers for s in b.slots + b.views}
         dests, layout, outputs = [], [], set(plan.outputs)
-        base = arena.__array_interface__["data"][0]
+        base = self.mem.address(arena)
         for st in plan.steps:
             b = owner.get(st.out)
             # an output is made outside the arena, since the caller keeps it (a training
@@ -134,7 +187,7 @@ class Executor:
             else:  # its own buffer, or one it writes over in place
                 d = _typed(views[b.slot], st)
                 dests.append(d)
-                layout.append((d.__array_interface__["data"][0] - base, d.nbytes, d.dtype))
+                layout.append((self.mem.address(d) - base, d.nbytes, d.dtype))
         self._dests, self._layout = dests, layout
         return dests
 
@@ -143,10 +196,11 @@ class Executor:
         with the donations ``self.donate`` finds, else none)."""
         if mp is None:  # nothing to bind: the plan is the table
             return self.way.make(plan, plan, None, self.dump), _same, _outputs
-        donate = self.donate(plan) if self.donate is not None and donate else {}
+        donate = donate and self.donate is not None and self.mem.donates
+        donate = self.donate(plan) if donate else {}
         owned = {j: np.empty(plan.steps[j].spec.size, plan.steps[j].spec.dtype) for j in donate}
         take, given = _taker(plan, donate, owned)
-        kernels, fixed = bind_steps(plan, dests, owned, given, count=self._count)
+        kernels, fixed = bind_steps(plan, dests, owned, given, count=self._count, mem=self.mem)
         table = Plan(
             [st._replace(kernel=k) for st, k in zip(plan.steps, kernels)],
             plan.num_slots, plan.consts, plan.inputs, plan.outputs, plan.donated,
@@ -160,11 +214,10 @@ class Executor:
     def _finisher(self, plan: Plan, fixed: dict, mp: MemoryPlan) -> Callable:
         """What happens to the outputs after each call, decided once from where they live."""
         outputs, made, arena = plan.outputs, {st.out: st for st in plan.steps}, self.arena
+        mem = self.mem
         # outputs in the arena are copied out (the caller keeps them); donated ones stay
         copy = [
-            k
-            for k, s in enumerate(outputs)
-            if s in fixed and np.shares_memory(fixed[s].storage, arena)
+            k for k, s in enumerate(outputs) if s in fixed and mem.shares(fixed[s].storage, arena)
         ]
         # the others stay where they are (a donated buffer), each call in a new TensorData:
         # what the caller holds is then counted on the buffer (see ``_seen_outside``)
@@ -185,14 +238,14 @@ class Executor:
         def finish(outs: list, inputs: list) -> list:
             extra, self._extra = self._extra, 0
             for k in copy:  # the caller keeps outputs; the next call reuses the arena
-                outs[k] = TensorData.from_numpy(outs[k].as_numpy_view())
+                outs[k] = mem.copy_out(outs[k])
             for k in fresh:
                 d = outs[k]
                 outs[k] = TensorData(d.storage, d.shape, d.strides, d.offset)
             for k in check:
                 d = outs[k]
-                if d.storage.size and np.may_share_memory(d.storage, arena):
-                    outs[k] = d = TensorData.from_numpy(d.as_numpy_view())
+                if d.storage.size and mem.may_share(d.storage, arena):
+                    outs[k] = d = mem.copy_out(d)
                 elif any(d.storage is x.storage for x in inputs):
                     continue  # a view of an input: nothing new
                 extra += d.storage.nbytes
@@ -221,7 +274,7 @@ def _typed(view: np.ndarray, st) -> np.ndarray:
 # ---------------------------------------------------------------- binding
 
 
-def bind_steps(plan: Plan, dests: list, donated=None, given=None, count=None) -> tuple:
+def bind_steps(plan: Plan, dests: list, donated=None, given=None, count=None, mem=HOST) -> tuple:
     """Each step's kernel bound to its destination, and the slots whose data never changes.
 
     A slot is *fixed* when it holds the same ``TensorData`` on every call: a place in the
@@ -229,28 +282,29 @@ def bind_steps(plan: Plan, dests: list, donated=None, given=None, count=None) ->
     one (computed here once); ``given`` adds input slots (a donated input is in its
     buffer on every call). A kernel with ``bind(dest, fixed)`` gets the fixed
     ``TensorData`` of each of its arguments (``None`` for the others). ``count(nbytes)``
-    is told of each view that had to copy (it lives outside the arena).
+    is told of each view that had to copy (it lives outside the arena). ``mem``: the
+    arena's memory (host, or the cuda device's).
     """
     fixed: dict = dict(given or {})
     kernels = []
     for j, (st, dest) in enumerate(zip(plan.steps, dests)):
         args = [fixed.get(a) for a in st.args]
         if is_view(st):
-            kernels.append(_fixed_view(st, args, fixed, count))
+            kernels.append(_fixed_view(st, args, fixed, count, mem))
             continue
         dest = (donated or {}).get(j, dest)
-        kernels.append(_bind(st, dest, args))
+        kernels.append(mem.bind(st, dest, args))
         if dest is not None:
             shape = st.spec.shape
             fixed[st.out] = TensorData(dest, shape, tuple(strides_from_shape(shape)), 0)
     return kernels, fixed
 
 
-def _fixed_view(st, args: list, fixed: dict, count=None) -> Callable:
+def _fixed_view(st, args: list, fixed: dict, count=None, mem=None) -> Callable:
     """A view of fixed arguments is computed once, unless its kernel copied (``reshape``)."""
     if args and all(a is not None for a in args):
         r = st.kernel(*args, out=st.spec, **st.attrs)
-        if np.shares_memory(r.storage, args[0].storage):
+        if (mem or HOST).shares(r.storage, args[0].storage):
             fixed[st.out] = r
             return lambda *_, out=None, **attrs: r
     if count is None:

@@ -33,22 +33,33 @@ def explain_lines(unit) -> list:
     if compiled is None or compiled.interpreted or capability.missing(PLANNER):
         return []
     mp = compiled.memory_plan()
-    if in_arena(compiled.runner):
+    runner = compiled.runner
+    if in_arena(runner) and runner.mem.name != "cpu":  # chapter 4's device: launches count
+        return [
+            f"Memory (one {runner.mem.name} allocation per "
+            + ("compiled plan):" if runner.keep else "call):"),
+            f"  {mp.summary()}",
+            f"  last call: {runner.launches} kernel launches, peak {runner.peak_bytes} B",
+        ]
+    if in_arena(runner):
         return ["Memory:", f"  {mp.summary()}"]
     return ["Memory (not planned; CompileOptions(memory=True) would give):", f"  {mp.summary()}"]
 
 
 def install(unit) -> None:
-    """Make the unit's plan run in an arena (host memory: CPU plans only)."""
+    """Make the unit's plan run in an arena: host memory for a CPU plan, device memory
+    for a cuda one (``device.py``: no in-place merges there), none for a mix."""
     compiled = unit.compiled
-    if any(d != "cpu" for d in compiled.devices):  # the arena is host memory
+    if len(compiled.devices) != 1:  # one arena lives on one device
         unit.skipped["memory"] = f"the plan runs on {', '.join(compiled.devices)}"
         return
     # minitorch.compile's modes (and a plan run as one generated function) keep the arena
     # and the kernels bound to it: no allocation and no binding per call
     options = compiled.options
+    device = compiled.devices[0]
     keep = options.keep or options.mode != "default"
-    compiled.runner = Executor(arena=True, inplace=options.inplace, keep=keep)
+    inplace = options.inplace and device == "cpu"  # no in-place merges on the device
+    compiled.runner = Executor(arena=True, inplace=inplace, keep=keep, device=device)
 
 
 def _dump(unit, folder: str) -> None:

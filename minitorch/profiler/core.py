@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from ..backends import base as backends
 from ..core import registry
 from ..exercises import exercise
+from ..memory.device import track_device
 
 
 @dataclass
@@ -62,6 +63,8 @@ class Profile:
         self._refs: dict[int, tuple] = {}  # id(weakref) -> (weakref, event, nbytes)
         self._t0 = 0
         self.running = False
+        self.device = None  # chapter 8's DeviceStats while cuda is in use: device bytes
+        self._device_block = None
 
     # ------------------------------------------------------------ clock and threads
     def clock(self) -> int:
@@ -118,6 +121,8 @@ class Profile:
         self.tid()  # the starting thread is track 0
         _active[0] = self
         registry._profile_hook = _hook
+        self._device_block = track_device()
+        self.device = self._device_block.__enter__()
         return self
 
     def stop(self) -> None:
@@ -125,6 +130,14 @@ class Profile:
         _active[0] = None
         self.running = False
         self._refs.clear()
+        if self._device_block is not None:
+            self._device_block.__exit__(None, None, None)
+            self._device_block = None
+
+    @property
+    def launches(self) -> int:
+        """CUDA kernels launched while recording (each one is an event, ``cat == "kernel"``)."""
+        return sum(1 for e in self.events if e.cat == "kernel" and e.backend.startswith("cuda"))
 
     def __enter__(self) -> Profile:
         return self.start()
@@ -141,7 +154,11 @@ class Profile:
     def table(self, sort_by: str = "total", limit: int | None = 20) -> str:
         from .summary import format_table
 
-        return format_table(self.summary(sort_by), limit=limit)
+        text = format_table(self.summary(sort_by), limit=limit)
+        if self.launches or (self.device is not None and self.device.allocations):
+            peak = self.device.peak if self.device is not None else 0
+            text += f"\ncuda: {self.launches} kernel launches, device memory peak {peak} B"
+        return text
 
     def export_chrome_trace(self, path) -> str:
         """Write the Chrome trace-event JSON (open it in https://ui.perfetto.dev); returns path."""

@@ -10,7 +10,10 @@ training and generation, eager against compiled.
   traces, memory, ONNX, profiles).
 """
 
-from . import ops  # noqa: F401  (registers the chapter's ops)
+from . import (
+    gpu_row,  # noqa: F401  (TinyGPT's row of chapter 9's table on cuda)
+    ops,  # noqa: F401  (registers the chapter's ops)
+)
 from .attention import attention
 from .data import CharTokenizer, bucket_batches, load_text, make_batch, pieces
 from .generate import generate, greedy_full, sample_next
