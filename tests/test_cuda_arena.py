@@ -44,7 +44,7 @@ def test_compiled_step_on_cuda_fewer_launches_and_no_more_device_memory(name):
     # the arena is the plan's one allocation: its bytes are part of the peak counted
     assert mem.device.peak >= mp.arena_bytes
     text = str(step.last and mt.explain(step)(*_inputs(name)))
-    assert f"{launches} kernel launches" in text and "one cuda allocation per call" in text
+    assert f"{launches} kernel launches" in text and "one cuda allocation per compiled plan" in text
     assert "device memory: current" in mt.memory_summary(mem)
 
 

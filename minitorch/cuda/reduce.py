@@ -217,7 +217,7 @@ def reduce(op, a, axis, dtype):
     row-major, as a 1-D tensor."""
     outer, rows, cols = split(a, axis)
     kind, start = FOLDS[op.name], cb._start(op, np.dtype(dtype))
-    out = cuda.device_array(outer * cols, dtype=dtype)
+    out = cb.device_empty(outer * cols, dtype)
     if cols == 1:
         _fold_rows(kind, start, a.storage, a.offset, outer, rows, out)
     else:
@@ -232,7 +232,7 @@ def _fold_cols(kind, start, x, offset, outer, rows, cols, out) -> None:
     # column tiles too few to fill the device: the rows in `parts` chunks, then their partials
     parts = max(1, min(lim.blocks // tiles, rows // (16 * walkers)))
     chunk = math.ceil(rows / parts)
-    target = out if parts == 1 else cuda.device_array(parts * outer * cols, dtype=out.dtype)
+    target = out if parts == 1 else cb.device_empty(parts * outer * cols, out.dtype)
     k = cb.own_kernel(_cols_kernel, kind, out.dtype, walkers)
     launch(k, max(1, min(lim.blocks, parts * tiles)), lim.threads, target, x, offset, outer,
            rows, cols, parts, chunk, start, name="reduce_cols")  # fmt: skip
@@ -246,7 +246,7 @@ def _fold_rows(kind, start, x, offset, nrows, length, out) -> None:
     # rows too few to fill the device: each in `parts` chunks of at least 8 elements a thread
     parts = max(1, min(lim.blocks // nrows, length // (8 * lim.threads)))
     chunk = math.ceil(length / parts)
-    target = out if parts == 1 else cuda.device_array(nrows * parts, dtype=out.dtype)
+    target = out if parts == 1 else cb.device_empty(nrows * parts, out.dtype)
     row_launch(_rows_kernel, (kind, out.dtype), nrows * parts, chunk, target, x, offset, nrows * parts, parts,
                length, chunk, start, name="reduce_rows")  # fmt: skip
     if parts > 1:  # the second, small launch: each row's partials, in a fixed order
