@@ -12,7 +12,8 @@ here draws them unless told not to:
 * ``shapes()``: empty (a side of 0) and 0-d shapes included.
 * ``laid_out(array)``: a numpy view equal to ``array`` over a bigger 1-D
   storage: contiguous, with an offset, negative steps, transposed, strided, or
-  a view of a view; ``tensor_data(view, base)`` wraps it as a ``TensorData``.
+  a view of a view; ``tensor_data(view, base)`` wraps it as a ``TensorData``,
+  ``tensor_of(view, base)`` as a ``minitorch.Tensor`` with that very layout.
 * ``dynamic_family(ndim)``: shapes of one rank in which every axis takes at
   least two sizes (a shape guard or a cache keyed on the first axis only fails).
 
@@ -65,7 +66,8 @@ def values(draw, shape, dtype=np.float64, special=True, families=FAMILIES):
     if special:
         elements = st.one_of(elements, st.sampled_from(SPECIAL))
     out = draw(hnp.arrays(np.float64, shape, elements=elements))
-    return out.astype(dtype)
+    with np.errstate(over="ignore"):  # the largest float64 is inf in float32: meant
+        return out.astype(dtype)
 
 
 @st.composite
@@ -117,6 +119,13 @@ def tensor_data(view: np.ndarray, base: np.ndarray):
     item = base.itemsize
     offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
     return TensorData(base, tuple(view.shape), tuple(s // item for s in view.strides), offset)
+
+
+def tensor_of(view: np.ndarray, base: np.ndarray):
+    """A ``minitorch.Tensor`` (cpu) with ``view``'s layout over the storage ``base``."""
+    from minitorch.core.tensor import Tensor
+
+    return Tensor._make(tensor_data(view, base))
 
 
 @st.composite
