@@ -27,9 +27,9 @@ PROMISE = re.compile(
     r"\b(returns?|raises?|never|keeps?|only|must|always|new|not|same|equals?)\b", re.I
 )
 CITE = re.compile(r"^\s*contract:\s*(.+?)\s*$", re.M)
-# A sentence ends at . ! ? before a space and a capital, a backquote or a bracket ("e.g. x" goes on).
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(\"'*])")
-BULLET = re.compile(r"^\s*[*-]\s+")
+# A sentence ends at . ! ? before a space and a capital, a backquote or a bracket ("e.g." goes on).
+SENTENCE_END = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s+(?=[A-Z`(*])")
+BULLET = re.compile(r"^\s*(?:[*-]|\d+\.)\s+")  # "* a", "- a", "1. a": an item of a list
 
 
 def _id_of(decorator: ast.expr, name: str) -> str | None:
@@ -75,7 +75,7 @@ def sentences(doc: str) -> list[str]:
             if line.lstrip().startswith(">>>"):
                 break
             kept.append(line)
-        # bullets are sentences of their own
+        # list items are sentences of their own
         blocks, block = [], []
         for line in kept:
             if BULLET.match(line) and block:
@@ -156,16 +156,17 @@ def test_contracts(chapter):
 def test_sentences_leave_out_hints_and_examples():
     doc = (
         "Return x, never y. Keep the rest.\n\nDetails:\n  * a bullet that must hold\n"
-        "  * another\n\nExample::\n\n    f() returns 3\n\n>>> f()\n3\n\n"
+        '  * another\n1. a numbered item, e.g. "Quoted" is not new\n\nExample::\n\n    f() returns 3\n\n>>> f()\n3\n\n'
         "Hint: this is only advice.\n\ne.g. shapes equal the input's."
     )
     assert sentences(doc) == [
         "Return x, never y.", "Keep the rest.", "Details", "a bullet that must hold",
-        "another", "Example", "e.g. shapes equal the input's.",
+        "another", 'a numbered item, e.g. "Quoted" is not new', "Example",
+        "e.g. shapes equal the input's.",
     ]  # fmt: skip
     assert promises(doc) == [
         "Return x, never y.", "Keep the rest.", "a bullet that must hold",
-        "e.g. shapes equal the input's.",
+        'a numbered item, e.g. "Quoted" is not new', "e.g. shapes equal the input's.",
     ]  # fmt: skip
 
 
