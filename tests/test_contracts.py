@@ -2,8 +2,9 @@
 
 A promise is a sentence of the ``@exercise`` docstring (Hint paragraphs and
 code examples left out) with a promise word in it (``PROMISE``). A graded test
-(``@graded("C.N", ...)`` in ``autograder/tests/``) that checks one says so in its
-docstring, one line per sentence::
+(``@graded("C.N", ...)`` in ``autograder/tests/``, or a ``@benchmark("C.N", ...)``
+for a promise about speed) that checks one says so in its docstring, one line
+per sentence::
 
     contract: <a verbatim fragment, 4 words or more, of the sentence>
 
@@ -103,12 +104,13 @@ def exercises() -> dict[str, tuple[str, str]]:
 
 
 def citations() -> dict[str, list[tuple[str, str]]]:
-    """id -> [(graded test, cited fragment)] from ``contract:`` lines."""
+    """id -> [(graded test or benchmark, cited fragment)] from ``contract:`` lines."""
     found: dict[str, list[tuple[str, str]]] = {}
-    tests = sorted((ROOT / "autograder" / "tests").rglob("test_*.py"))
-    for ex, name, doc, path in _decorated(tests, "graded"):
-        for fragment in CITE.findall(doc):
-            found.setdefault(ex, []).append((f"{path.relative_to(ROOT)}::{name}", fragment))
+    folder = ROOT / "autograder" / "tests"
+    for pattern, decorator in (("test_*.py", "graded"), ("bench_*.py", "benchmark")):
+        for ex, name, doc, path in _decorated(sorted(folder.rglob(pattern)), decorator):
+            for fragment in CITE.findall(doc):
+                found.setdefault(ex, []).append((f"{path.relative_to(ROOT)}::{name}", fragment))
     return found
 
 

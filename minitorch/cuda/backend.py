@@ -72,6 +72,7 @@ def tuned(on: bool = True):
     finally:
         TUNED = old
 
+
 _kernels: dict = {}
 _device_fns: dict = {}
 _meta_cache: dict = {}
