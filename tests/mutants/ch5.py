@@ -164,6 +164,21 @@ def topological_sort_identity(nodes):
     return list(nodes)
 
 
+@mutant("5.4", "a cycle names the first stuck node's stuck input, one step back, not a node on it")
+def topological_sort_one_step(nodes):
+    try:
+        return ref.topological_sort(nodes)
+    except OpError:
+        members, placed, grew = set(nodes), set(), True
+        while grew:  # what Kahn's algorithm places: nodes whose inputs in the list are placed
+            ready = {n for n in nodes if n not in placed
+                     and all(i not in members or i in placed for i in n.inputs)}  # fmt: skip
+            placed, grew = placed | ready, bool(ready)
+        stuck = next(n for n in nodes if n not in placed)
+        step = next(i for i in stuck.inputs if i in members and i not in placed)
+        raise OpError("topological_sort", f"the nodes form a cycle through %{step.name}") from None
+
+
 # ---------------------------------------------------------------- 5.5 verify_graph
 
 
