@@ -72,7 +72,6 @@ def tuned(on: bool = True):
     finally:
         TUNED = old
 
-
 _kernels: dict = {}
 _device_fns: dict = {}
 _meta_cache: dict = {}
