@@ -81,6 +81,8 @@ def test_extreme_initial_values_of_accumulators_only():
 def test_while_becomes_if():
     src = "def f(n):\n    while n > 1:\n        n //= 2\n    return n\n"
     assert "def f(n): if n > 1: n //= 2 return n" in _variants(src)
+    src = "def f(n):\n    while n > 1:\n        n -= 1\n        if n == 5:\n            continue\n"
+    assert not any(v.startswith("def f(n): if") for v in _variants(src))  # continue: no loop
 
 
 def test_dtype_narrowing():

@@ -7,7 +7,8 @@ as one line):
 * ``extreme``: an initial value (``name = 0``, ``0.0``, ``1``, ``1.0``) made
   ``inf``, ``-inf`` or ``1e30``, and an initial ``±inf`` made ``0.0`` (a running
   maximum started at 0 is NaN on a row of large negative values);
-* ``while_if``: a ``while`` loop run once, as an ``if``;
+* ``while_if``: a ``while`` loop run once, as an ``if`` (one without ``break``
+  or ``continue`` of its own);
 * ``narrow``: a float64 dtype made float32 in an array's making or casting
   (``np.zeros``, ``np.empty``, ``astype``, any ``dtype=`` argument, a dtype given
   by a variable included: the accumulator that loses digits);
@@ -55,7 +56,7 @@ def mutations(source: str, module: str = "") -> Iterator[str]:
             for target, value in _pairs(node):
                 if _names([target]) & running:
                     yield from _extreme(value, edit, inf)
-        if isinstance(node, ast.While):
+        if isinstance(node, ast.While) and not _leaves_loop(node):
             a, _ = span(node)
             yield source[:a] + "if" + source[a + len("while") :]
         if isinstance(node, ast.Call):
@@ -75,6 +76,18 @@ def mutations(source: str, module: str = "") -> Iterator[str]:
         ):
             right = ast.get_source_segment(source, node.value.right)
             yield edit(node, f"{node.targets[0].id} {ARITH[type(node.value.op)]}= {right}")
+
+
+def _leaves_loop(loop: ast.While) -> bool:
+    """Whether the loop's own body has a ``break`` or ``continue`` (an ``if`` cannot hold one)."""
+    todo = list(loop.body) + list(loop.orelse)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Break, ast.Continue)):
+            return True
+        if not isinstance(node, (ast.For, ast.While, ast.FunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _names(targets) -> set[str]:
