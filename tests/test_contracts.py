@@ -66,7 +66,10 @@ def sentences(doc: str) -> list[str]:
     out, code_next = [], False
     for para in re.split(r"\n\s*\n", doc):
         lines = para.splitlines()
-        is_code = code_next or (lines and lines[0].startswith((" ", "\t", ">>>")))
+        first = lines[0] if lines else ""
+        # after "::", a ">>>" session, or an indented block that is not a list: an example
+        is_code = code_next or first.lstrip().startswith(">>>")
+        is_code = is_code or (first[:1] in (" ", "\t") and not BULLET.match(first))
         code_next = para.rstrip().endswith("::")
         if not lines or is_code or lines[0].lstrip().startswith("Hint"):
             continue
@@ -158,17 +161,20 @@ def test_contracts(chapter):
 def test_sentences_leave_out_hints_and_examples():
     doc = (
         "Return x, never y. Keep the rest.\n\nDetails:\n  * a bullet that must hold\n"
-        '  * another\n1. a numbered item, e.g. "Quoted" is not new\n\nExample::\n\n    f() returns 3\n\n>>> f()\n3\n\n'
+        '  * another\n1. a numbered item, e.g. "Quoted" is not new\n\n'
+        "    indented, this is code and never a promise\n\n  * an indented list item, not new\n\n"
+        "Example::\n\n    f() returns 3\n\n>>> f()\n3\n\n"
         "Hint: this is only advice.\n\ne.g. shapes equal the input's."
     )
     assert sentences(doc) == [
         "Return x, never y.", "Keep the rest.", "Details", "a bullet that must hold",
-        "another", 'a numbered item, e.g. "Quoted" is not new', "Example",
-        "e.g. shapes equal the input's.",
+        "another", 'a numbered item, e.g. "Quoted" is not new', "an indented list item, not new",
+        "Example", "e.g. shapes equal the input's.",
     ]  # fmt: skip
     assert promises(doc) == [
         "Return x, never y.", "Keep the rest.", "a bullet that must hold",
-        'a numbered item, e.g. "Quoted" is not new', "e.g. shapes equal the input's.",
+        'a numbered item, e.g. "Quoted" is not new', "an indented list item, not new",
+        "e.g. shapes equal the input's.",
     ]  # fmt: skip
 
 
