@@ -52,6 +52,7 @@ SOURCES = (
     "autograder/harness.py",
     "autograder/plugin.py",
     "autograder/wire.py",
+    "autograder/strategies.py",
     "autograder/labkernel.py",
     "autograder/labrun.py",
     "autograder/grader/labs.py",

@@ -218,7 +218,7 @@ def python_env(tree: str) -> dict:
 # --- the grading tree -----------------------------------------------------------------
 
 CHILD_FILES = ("__init__.py", "config.py", "harness.py", "timing.py", "plugin.py", "wire.py", "boot.py",
-               "labkernel.py", "labrun.py", "baselines.py")  # fmt: skip
+               "labkernel.py", "labrun.py", "baselines.py", "strategies.py")  # fmt: skip
 INI = """\
 [pytest]
 python_files = test_*.py bench_*.py

@@ -36,7 +36,7 @@ def unbroadcast(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     * dimensions of size 1 in ``shape`` that grew: sum them with ``keepdims=True``.
 
     Return ``grad`` itself when the shapes already match. Use ``Tensor.sum``
-    (with a tuple ``axis``), never numpy.
+    (with a tuple ``axis``) rather than numpy: the result is a tensor on ``grad``'s device.
 
     Example:
         >>> g = minitorch.ones(2, 3, 4)

@@ -31,7 +31,7 @@ def tensor_map(fn, out, out_shape, out_strides, a, a_shape, a_strides):
         compute the two start positions once with ``to_index``,
         ``broadcast_index`` and ``index_to_position`` (from
         ``minitorch.fast.indexing``; allocate the index arrays with
-        ``np.empty(ndim, np.int64)`` per row, never per element), then walk the
+        ``np.empty(ndim, np.int64)`` once per row, outside the element loop), then walk the
         row by adding the last dimension's stride (0 where ``a`` is broadcast).
 
     Example: ``a`` of shape (3,) mapped into ``out`` of shape (2, 3) with
@@ -105,7 +105,7 @@ def matmul_tile(out, a, bt, i, j, k0, k1):
 
     and touch nothing else (the caller guarantees ``i + 4 <= n``, ``j + 4 <= m``).
 
-    Why a tile: one pass over ``k`` for two rows of ``a`` and four of ``bt``
+    Hint (speed), why a tile: one pass over ``k`` for two rows of ``a`` and four of ``bt``
     loads 6 values for 8 multiply-adds, where a dot product loads 2 for each
     one. It pays only if the running sums stay in registers: keep
     them in 8 local scalars (a local array lives in memory), started from a

@@ -104,7 +104,7 @@ def identity_operand(node: Node) -> Node | None:
     have no signed zero). mul and add match on either side, sub and div only
     on the right (``0 - x`` is ``-x``). Also required: ``x.spec == node.spec``
     (the constant must not broadcast ``x`` to a bigger shape or promote its
-    dtype). Otherwise return None. The graph is not changed.
+    dtype). In every other case return None. The graph is not changed.
 
     Example:
         >>> identity_operand(node)   # %2 = mul(%x, c1), c1 = const 1.0, same spec

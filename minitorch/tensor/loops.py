@@ -55,7 +55,7 @@ def tensor_reduce(
 ) -> None:
     """Fold dimension ``axis`` of ``a`` with ``fn``, starting from ``start``.
 
-    ``out.shape`` equals ``a.shape`` with size 1 at ``axis``. For every index
+    ``out`` has the shape of ``a`` with size 1 at ``axis``. For every index
     ``i`` of ``out``: ``out[i] = fn(...fn(fn(start, a[i with axis=0]), a[i with axis=1])...)``.
 
     Example: summing shape (2, 3) over axis 1 uses ``fn=operator.add``,

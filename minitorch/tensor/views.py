@@ -28,8 +28,8 @@ def permute_view(shape: Shape, strides: Strides, order: tuple[int, ...]) -> tupl
 def reshape_view(shape: Shape, strides: Strides, new_shape: Shape) -> Strides | None:
     """Return strides that show the same elements in ``new_shape``, or ``None``.
 
-    ``new_shape`` has the same number of elements as ``shape`` (the caller
-    checked). A reshape is a view when the elements, read in row-major order,
+    The caller has checked that ``new_shape`` holds as many elements as
+    ``shape``. A reshape is a view when the elements, read in row-major order,
     are evenly spaced within each group of dimensions being merged or split.
     The simplest sufficient rule, and the one to implement: if the tensor is
     contiguous (``strides == strides_from_shape(shape)``) return the contiguous

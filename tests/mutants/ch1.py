@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from minitorch.core.errors import OpError
 from minitorch.tensor.indexing import broadcast_index as _broadcast_index
 from minitorch.tensor.indexing import index_to_position as _index_to_position
 from minitorch.tensor.indexing import shape_error
@@ -197,6 +198,22 @@ def permute_view_no_check(shape, strides, order):
     return tuple(shape[d] for d in order), tuple(strides[d] for d in order)
 
 
+@mutant("1.6", "checks only the length of the order; a repeated axis is an IndexError or no error")
+def permute_view_length_only(shape, strides, order):
+    order = tuple(order)
+    if len(order) != len(shape):
+        raise permute_error(order, len(shape))
+    return tuple(shape[d] for d in order), tuple(strides[d] for d in order)
+
+
+@mutant("1.6", "the error shows the order but not the number of dimensions")
+def permute_view_terse_error(shape, strides, order):
+    order = tuple(order)
+    if sorted(order) != list(range(len(shape))):
+        raise OpError("permute", f"bad order {order}")
+    return tuple(shape[d] for d in order), tuple(strides[d] for d in order)
+
+
 # ---------------------------------------------------------------- 1.7 reshape_view
 
 
@@ -223,6 +240,21 @@ def reshape_view_keeps(shape, strides, new_shape):
     if all(s == e or n == 1 for s, e, n in zip(strides, expected, shape)):
         if len(new_shape) == len(shape):
             return tuple(strides)
+        return _strides_from_shape(new_shape)
+    return None
+
+
+@mutant("1.7", "contiguous judged by the last stride alone: a row slice reshapes as a view")
+def reshape_view_last_stride(shape, strides, new_shape):
+    if not shape or strides[-1] == 1 or shape[-1] == 1:
+        return _strides_from_shape(new_shape)
+    return None
+
+
+@mutant("1.7", "contiguous judged by strides decreasing: every other element reshapes as a view")
+def reshape_view_decreasing(shape, strides, new_shape):
+    kept = [s for s, n in zip(strides, shape) if n != 1]
+    if all(a >= b > 0 for a, b in zip(kept, kept[1:] + [1])):
         return _strides_from_shape(new_shape)
     return None
 
@@ -481,6 +513,37 @@ def tensor_reduce_a_shape(fn, start, out, a, axis):
             acc = fn(acc, a.storage[pos])
             pos += step
         out.storage[_index_to_position(_to_index(k, out.shape), out.strides, out.offset)] = acc
+
+
+def _fold(fn, start, out, a, axis, first=False, backward=False, zero=False):
+    """The reference's fold with one mistake switched on."""
+    n, step = a.shape[axis], a.strides[axis]
+    for k in range(out.size):
+        idx = _to_index(k, out.shape)
+        pos = _index_to_position(idx, a.strides, a.offset)
+        items = [a.storage[pos + j * step] for j in range(n)]
+        items = items[::-1] if backward else items
+        acc = 0.0 if zero else start
+        if first and items:
+            acc, items = items[0], items[1:]
+        for x in items:
+            acc = fn(acc, x)
+        out.storage[_index_to_position(idx, out.strides, out.offset)] = acc
+
+
+@mutant("1.11", "starts from the first element along the axis, not from start")
+def tensor_reduce_from_first(fn, start, out, a, axis):
+    _fold(fn, start, out, a, axis, first=True)
+
+
+@mutant("1.11", "folds from the last element along the axis back to the first")
+def tensor_reduce_backward(fn, start, out, a, axis):
+    _fold(fn, start, out, a, axis, backward=True)
+
+
+@mutant("1.11", "the accumulator starts at 0.0 whatever start is")
+def tensor_reduce_zero_start(fn, start, out, a, axis):
+    _fold(fn, start, out, a, axis, zero=True)
 
 
 # ---------------------------------------------------------------- 1.12 map_contiguous

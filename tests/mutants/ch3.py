@@ -326,6 +326,16 @@ def matmul_tile(out, a, bt, i, j, k0, k1):
             out[i + r, j + c] = s
 
 
+@mutant("3.5", "sums kept in float32 whatever out's dtype (a float32 zero, narrowed each step)")
+def matmul_tile_float32(out, a, bt, i, j, k0, k1):
+    for r in range(4):
+        for c in range(4):
+            s = np.float32(0.0)
+            for k in range(k0, k1):
+                s = np.float32(s + a[i + r, k] * bt[j + c, k])
+            out[i + r, j + c] += s
+
+
 @mutant("3.5", "k counted from 0, not from k0: the wrong slice of the depth")
 def matmul_tile_from_zero(out, a, bt, i, j, k0, k1):
     for r in range(4):

@@ -164,6 +164,21 @@ def topological_sort_identity(nodes):
     return list(nodes)
 
 
+@mutant("5.4", "a cycle names the first stuck node's stuck input, one step back, not a node on it")
+def topological_sort_one_step(nodes):
+    try:
+        return ref.topological_sort(nodes)
+    except OpError:
+        members, placed, grew = set(nodes), set(), True
+        while grew:  # what Kahn's algorithm places: nodes whose inputs in the list are placed
+            ready = {n for n in nodes if n not in placed
+                     and all(i not in members or i in placed for i in n.inputs)}  # fmt: skip
+            placed, grew = placed | ready, bool(ready)
+        stuck = next(n for n in nodes if n not in placed)
+        step = next(i for i in stuck.inputs if i in members and i not in placed)
+        raise OpError("topological_sort", f"the nodes form a cycle through %{step.name}") from None
+
+
 # ---------------------------------------------------------------- 5.5 verify_graph
 
 
@@ -360,7 +375,15 @@ def trace_cond_one_branch(tracer, pred, true_fn, false_fn, operands):
 # ---------------------------------------------------------------- issue 29: contract gaps
 
 
-def _verify(graph, members=True, recurse=True, in_specs=True):
+def _verify(
+    graph,
+    members=True,
+    recurse=True,
+    in_specs=True,
+    shape_only=False,
+    wrap=True,
+    first_output=False,
+):
     """The reference's verify_graph with one of its checks left out."""
     from minitorch.core.registry import get_op
 
@@ -374,6 +397,9 @@ def _verify(graph, members=True, recurse=True, in_specs=True):
         for n in graph.nodes:
             if n.op == "input" and n not in graph.inputs:
                 raise OpError("verify", f"%{n.name} (input) is missing from graph.inputs")
+    for n in graph.inputs:
+        if n not in seen:
+            raise OpError("verify", f"graph input %{n.name} is not a node of the graph")
     for n in graph.outputs:
         if n not in seen:
             raise OpError("verify", f"output %{n.name} is not a node of the graph")
@@ -385,17 +411,20 @@ def _verify(graph, members=True, recurse=True, in_specs=True):
             for key in ("true_graph", "false_graph"):
                 sub = n.attrs[key]
                 if recurse:
-                    _verify(sub, members, recurse, in_specs)
+                    _verify(sub, members, recurse, in_specs, shape_only, wrap, first_output)
                 if in_specs and [i.spec for i in sub.inputs] != specs[1:]:
                     raise OpError("verify", f"%{n.name} (cond): {key} takes other specs")
-                if [o.spec for o in sub.outputs] != [n.spec]:
+                returned = [o.spec for o in sub.outputs][: 1 if first_output else None]
+                if returned != [n.spec]:
                     raise OpError("verify", f"%{n.name} (cond): {key} returns other specs")
             continue
         try:
             expected = get_op(n.op).infer(*specs, **n.attrs)
         except (OpError, KeyError, TypeError) as e:
+            if not wrap and isinstance(e, OpError):
+                raise
             raise OpError("verify", f"%{n.name} ({n.op}) fails shape inference: {e}") from None
-        if expected != n.spec:
+        if (expected.shape != n.spec.shape) if shape_only else (expected != n.spec):
             raise OpError("verify", f"%{n.name} ({n.op}) recorded {n.spec}, expected {expected}")
 
 
@@ -412,3 +441,24 @@ def verify_graph_no_recursion(graph):
 @mutant("5.5", "checks what a cond branch returns but not what it takes")
 def verify_graph_no_branch_inputs(graph):
     _verify(graph, in_specs=False)
+
+
+@mutant("5.5", "compares the recorded shape only: a wrong dtype or device passes")
+def verify_graph_shape_only(graph):
+    _verify(graph, shape_only=True)
+
+
+@mutant("5.5", "an OpError from infer escapes as it is (OpError('matmul'), not 'verify')")
+def verify_graph_infer_error_escapes(graph):
+    _verify(graph, wrap=False)
+
+
+@mutant("5.5", "a cond branch's first output checked, not that it returns exactly one")
+def verify_graph_first_output(graph):
+    _verify(graph, first_output=True)
+
+
+@mutant("5.5", "sorts the caller's nodes before checking them (changes its input)")
+def verify_graph_sorts_first(graph):
+    graph.nodes[:] = ref.topological_sort(graph.nodes)
+    _verify(graph)

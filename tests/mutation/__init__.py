@@ -3,7 +3,9 @@
 ``python -m tests.mutation C`` (``make mutation CH=C``) makes every mutant that
 mutmut's operators give for the functions of ``solutions/reference/chC*.py``
 (one change each: ``+`` for ``-``, ``<`` for ``<=``, a number plus one, an
-argument dropped or ``None``, ``x = None``, a string changed...), installs
+argument dropped or ``None``, ``x = None``, a string changed...) and the
+course's own (``operators.py``: extreme initial values, ``while`` run once,
+float64 narrowed to float32, in place on an input, a dropped copy), installs
 each as the learner's code of the exercises whose reference reaches that
 function, and runs only those exercises' graded tests. A mutant that keeps full
 marks *survives*. Every survivor is either recorded as equivalent, with the
@@ -31,6 +33,8 @@ from pathlib import Path
 
 import tomllib
 
+from . import operators
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 REFERENCE = ROOT / "solutions" / "reference"
 EQUIVALENT = Path(__file__).resolve().parent / "equivalent.toml"
@@ -48,6 +52,7 @@ class Generated:
     before: str  # the changed lines, stripped, joined by " / "
     after: str
     source: str  # the mutated module
+    operator: str = "mutmut"  # or "course": this package's own (operators.py)
 
     @property
     def chapter(self) -> int:
@@ -99,6 +104,26 @@ def _wording(line: str) -> str:
     return re.sub(r"""hint=f?("[^"]*"|'[^']*')""", 'hint=""', line)
 
 
+def _one(file, text, owners, seen, name, old, new, operator) -> Generated | None:
+    """The mutant of ``file`` whose function ``name`` reads ``new`` instead of ``old``."""
+    if new == old:
+        return None
+    start = text.index(old)
+    assert text.count(old) == 1, f"{file}: {name} appears twice"
+    first, before, after = _changed(old, new)
+    if _wording(before) == _wording(after):
+        return None  # a hint's wording is free: the contract grades the op and the facts
+    key = f"{file}:{name}:{before} => {after}"
+    seen[key] = seen.get(key, 0) + 1
+    if seen[key] > 1:  # the same change at two places of one function
+        key += f" #{seen[key]}"
+    return Generated(
+        key=key, file=file, function=name, exercises=owners,
+        line=text.count("\n", 0, start) + first + 1, before=before, after=after,
+        source=text[:start] + new + text[start + len(old):], operator=operator,
+    )  # fmt: skip
+
+
 def generate(chapter: int, exercise_names: dict[str, str]) -> list[Generated]:
     """Every mutant of chapter ``chapter``'s references.
 
@@ -126,28 +151,20 @@ def generate(chapter: int, exercise_names: dict[str, str]) -> list[Generated]:
         }
         module, mutations, _, _ = fm.create_mutations(str(path), text)
         seen: dict[str, int] = {}
+        changes = []
         for m in mutations:
             fn = m.contained_by_top_level_function
             if fn is None or not owners.get(fn.name.value):
                 continue  # module level (mutmut skips it too), or no exercise reaches it
-            old = module.code_for_node(fn)
             new = module.code_for_node(fm.deep_replace(fn, m.original_node, m.mutated_node))
-            if new == old:
-                continue
-            start = text.index(old)
-            assert text.count(old) == 1, f"{path.name}: {fn.name.value} appears twice"
-            first, before, after = _changed(old, new)
-            if _wording(before) == _wording(after):
-                continue  # a hint's wording is free: the contract grades the op and the facts
-            key = f"{path.name}:{fn.name.value}:{before} => {after}"
-            seen[key] = seen.get(key, 0) + 1
-            if seen[key] > 1:  # the same change at two places of one function
-                key += f" #{seen[key]}"
-            out.append(Generated(
-                key=key, file=path.name, function=fn.name.value, exercises=owners[fn.name.value],
-                line=text.count("\n", 0, start) + first + 1, before=before, after=after,
-                source=text[:start] + new + text[start + len(old):],
-            ))  # fmt: skip
+            changes.append((fn.name.value, module.code_for_node(fn), new, "mutmut"))
+        for fn in ast.parse(text).body:
+            if isinstance(fn, ast.FunctionDef) and owners.get(fn.name):
+                old = ast.get_source_segment(text, fn)
+                changes += [(fn.name, old, new, "course") for new in operators.mutations(old, text)]
+        for name, old, new, operator in changes:
+            g = _one(path.name, text, owners[name], seen, name, old, new, operator)
+            out += [g] if g else []
     return out
 
 

@@ -222,14 +222,18 @@ def _prepare(chapter: int, tests: dict[str, list[str]]) -> None:
 
 
 def select_mutants(chapter: int, only: str | None, sample: int | None,
-                   per_exercise: int | None = None) -> list[Generated]:  # fmt: skip
-    """The chapter's mutants (of exercise ``only``); ``sample``: a fixed N of them;
-    ``per_exercise``: a fixed N of each exercise's (every exercise is reached)."""
-    found = [g for g in generate(chapter, _names(chapter)) if only is None or only in g.exercises]
+                   per_exercise: int | None = None, operator: str | None = None) -> list[Generated]:  # fmt: skip
+    """The chapter's mutants (of exercise ``only``, by ``operator`` "mutmut" or "course");
+    ``sample``: a fixed N of them; ``per_exercise``: a fixed N of each exercise's (every
+    exercise is reached). Samples draw from mutmut's operators only, so CI's fixed sample
+    stays the one it was when the course's operators came."""
+    found = [g for g in generate(chapter, _names(chapter))
+             if (only is None or only in g.exercises) and operator in (None, g.operator)]  # fmt: skip
     if sample is None and per_exercise is None:
         return found
     known = equivalents()
-    found = sorted((g for g in found if g.key not in known), key=lambda g: g.sample_rank)
+    found = sorted((g for g in found if g.key not in known and g.operator == "mutmut"),
+                   key=lambda g: g.sample_rank)  # fmt: skip
     if per_exercise is not None:
         taken: dict[str, int] = {}
         picked = []
@@ -245,10 +249,11 @@ def select_mutants(chapter: int, only: str | None, sample: int | None,
 
 
 def run_chapter(chapter: int, only: str | None = None, sample: int | None = None,
-                verbose: bool = False, per_exercise: int | None = None) -> dict:  # fmt: skip
+                verbose: bool = False, per_exercise: int | None = None,
+                operator: str | None = None) -> dict:  # fmt: skip
     names, tests, grader = _names(chapter), _chapter_tests(chapter), Grader(chapter)
     _prepare(chapter, tests)
-    mutants = select_mutants(chapter, only, sample, per_exercise)
+    mutants = select_mutants(chapter, only, sample, per_exercise, operator)
     rows, controls = [], {}
     for g in mutants:
         nodeids = [n for ex in g.exercises for n in tests.get(ex, [])]
@@ -282,7 +287,7 @@ def summary(result: dict) -> tuple[str, dict]:
     groups: dict[str, list[dict]] = {}
     for r in result["rows"]:
         groups.setdefault("+".join(r["exercises"]), []).append(r)
-    lines = [f"Chapter {result['chapter']}: generated mutants (mutmut's operators)"
+    lines = [f"Chapter {result['chapter']}: generated mutants (mutmut's operators and the course's)"
              + (f", a fixed sample of {result['sample']}" if result["sample"] else "")
              + (f", {result['per_exercise']} per exercise" if result.get("per_exercise") else ""),
              f"{'exercise':<12} {'mutants':>7} {'killed':>6} {'equiv':>5} {'survived':>8}"]  # fmt: skip
@@ -322,6 +327,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sample", type=int, help="a fixed sample of N mutants per chapter")
     parser.add_argument("--per-exercise", type=int,
                         help="a fixed sample of N mutants of each exercise (CI's check)")  # fmt: skip
+    parser.add_argument("--operator", choices=["mutmut", "course"],
+                        help="only mutmut's mutants, or only the course's (operators.py)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write every verdict here")
     parser.add_argument("--timeout", type=int, default=TIMEOUT, help="seconds per mutant")
     parser.add_argument("-v", "--verbose", action="store_true", help="a line per mutant as it runs")
@@ -329,7 +336,8 @@ def main(argv=None) -> int:
     _set_timeout(args.timeout)
     results, ok = [], True
     for chapter in args.chapters:
-        result = run_chapter(chapter, args.exercise, args.sample, args.verbose, args.per_exercise)
+        result = run_chapter(chapter, args.exercise, args.sample, args.verbose, args.per_exercise,
+                             args.operator)  # fmt: skip
         text, total = summary(result)
         result["total"] = total
         results.append(result)

@@ -26,6 +26,9 @@ def test_index_to_position_examples():
 @graded("1.1", points=2)
 @given(st.data())
 def test_index_to_position_matches_numpy(data):
+    """
+    contract: Return the storage position of the element at multi-index ``index``.
+    """
     view, td = data.draw(strided_views())
     idx = data.draw(index_in(view.shape))
     position = ix.index_to_position(idx, td.strides, td.offset)
@@ -45,6 +48,9 @@ def test_index_to_position_matches_numpy(data):
 @graded("1.2", points=2)
 @given(shapes, st.data())
 def test_to_index_is_row_major(shape, data):
+    """
+    contract: Return the multi-index of the ``ordinal``-th element in row-major order.
+    """
     k = data.draw(st.integers(0, int(np.prod(shape)) - 1))
     got = tuple(ix.to_index(k, shape))
     want = tuple(int(i) for i in np.unravel_index(k, shape)) if shape else ()
@@ -54,6 +60,9 @@ def test_to_index_is_row_major(shape, data):
 @graded("1.3", points=2)
 @given(shapes)
 def test_strides_from_shape(shape):
+    """
+    contract: Return the strides of a contiguous row-major tensor of ``shape``.
+    """
     got = tuple(ix.strides_from_shape(shape))
     want = tuple(s // 8 for s in np.empty(shape).strides)
     check(got == want, "1.3", f"got {got}, expected {want}", value=got, shape=shape)
@@ -65,6 +74,10 @@ def test_strides_from_shape(shape):
 @graded("1.4", points=2)
 @given(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, min_side=0, max_side=4))
 def test_broadcast_shape_matches_numpy(bs):
+    """
+    contract: Return the shape two operands broadcast to
+    contract: Two sizes are compatible when they are equal or one of them is 1; the result takes the larger.
+    """
     a, b = bs.input_shapes
     got = tuple(ix.broadcast_shape(a, b))
     check(got == bs.result_shape, "1.4", f"got {got}, expected {bs.result_shape}", value=got,
@@ -73,6 +86,9 @@ def test_broadcast_shape_matches_numpy(bs):
 
 @graded("1.4", points=1)
 def test_broadcast_shape_error_names_shapes():
+    """
+    contract: Raise ``OpError("broadcast", ...)`` naming both shapes when they are not compatible
+    """
     for a, b, want in [((2, 1), (0,), (2, 0)), ((1,), (3, 0, 1), (3, 0, 1)), ((), (2,), (2,))]:
         got = tuple(ix.broadcast_shape(a, b))
         check(got == want, "1.4", f"got {got}, expected {want}", value=got, a=a, b=b)
@@ -96,6 +112,9 @@ def test_broadcast_shape_error_names_shapes():
 @graded("1.5", points=2)
 @given(broadcast_shapes(n=1, max_dims=4, max_side=4), st.data())
 def test_broadcast_index_reads_numpy_element(bs, data):
+    """
+    contract: Dimensions missing from ``shape`` are dropped; a dimension of size 1 in ``shape`` always reads index 0.
+    """
     big, (shape,) = bs
     for case, want in [
         (((1, 2, 3), (2, 3, 4), (3, 1)), (2, 0)),

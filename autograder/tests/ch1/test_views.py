@@ -25,6 +25,9 @@ def shows(shape, strides, offset, expected, td) -> bool:
 @graded("1.6", points=2)
 @given(st.data())
 def test_permute_view_matches_numpy(data):
+    """
+    contract: Return the (shape, strides) of the view with dimensions reordered by ``order``.
+    """
     view, td = data.draw(strided_views())
     order = tuple(data.draw(st.permutations(range(view.ndim))))
     shape, strides = views.permute_view(td.shape, td.strides, order)
@@ -41,6 +44,9 @@ def test_permute_view_matches_numpy(data):
 
 @graded("1.6", points=1)
 def test_permute_view_rejects_bad_order():
+    """
+    contract: ``order`` must be a permutation of ``range(len(shape))``; otherwise raise ``OpError("permute", ...)`` that shows the order and the number of dimensions.
+    """
     for order in [(0, 0, 1), (0, 1), (0, 1, 3)]:
         try:
             views.permute_view((2, 3, 4), (12, 4, 1), order)
@@ -51,8 +57,16 @@ def test_permute_view_rejects_bad_order():
                 f"the error should show the order, got: {e}",
                 value=text([e.op, str(order) in str(e)]),
             )
+            check(e.op == "permute", "1.6", f'raise OpError("permute", ...), got op {e.op!r}',
+                  value=text(e.op), order=order)  # fmt: skip
         else:
             check(False, "1.6", "a bad order must raise OpError", order=order)
+    try:  # 5 dimensions, an order of 2: the message shows the 5, which is not in the order
+        views.permute_view((2, 1, 2, 1, 2), (4, 4, 2, 2, 1), (1, 0))
+    except OpError as e:
+        check("5" in str(e), "1.6", f"the error should show the number of dimensions (5): {e}")
+    else:
+        check(False, "1.6", "a bad order must raise OpError", order=(1, 0))
 
 
 def _size1_free(shape, strides):
@@ -65,6 +79,9 @@ def _size1_free(shape, strides):
 @graded("1.7", points=2)
 @given(st.data())
 def test_reshape_view_contiguous(data):
+    """
+    contract: Return strides that show the same elements in ``new_shape``
+    """
     shape = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple))
     n = int(np.prod(shape))
     base = np.arange(n + 2, dtype=np.float64)
@@ -87,10 +104,22 @@ def test_reshape_view_contiguous(data):
 
 @graded("1.7", points=1)
 def test_reshape_view_refuses_transposed():
+    """
+    contract: if the tensor is contiguous (``strides == strides_from_shape(shape)``) return the contiguous strides of ``new_shape``; otherwise return ``None`` and the caller copies.
+    """
     got = views.reshape_view((2, 3), (1, 2), (6,))
     check(got is None, "1.7", f"a transposed tensor cannot be flattened as a view; got {got}")
     got = views.reshape_view((3, 1), (1, 7), (3,))
     check(got == (1,), "1.7", f"size-1 dims may have any stride; expected (1,), got {got}")
+    # Not contiguous, so None, whatever the spacing: every other element, reversed, a row slice
+    # (the last stride is 1), and a view of a view.
+    base = np.arange(48.0)
+    for view in [base[::2][:6], base[::-1][:6], base.reshape(4, 12)[:2, :6],
+                 base.reshape(4, 12)[::2, ::2][:, 1:5]]:  # fmt: skip
+        td = data_of(view, base)
+        got = views.reshape_view(td.shape, td.strides, (view.size,))
+        check(got is None, "1.7", f"not contiguous, so return None (the caller copies); got {got}",
+              value=text(str(got)), shape=td.shape, strides=td.strides)  # fmt: skip
     for shape, new_shape, want in [((2, 3), (3, 2), (2, 1)), ((2, 2, 3), (3, 2, 2), (4, 2, 1))]:
         got = views.reshape_view(shape, views_strides(shape), new_shape)
         check(got == want, "1.7", f"expected {want}, got {got}", value=got, shape=shape,
@@ -112,6 +141,10 @@ def keys(draw, shape):
 @graded("1.8", points=3)
 @given(st.data())
 def test_slice_view_matches_numpy(data):
+    """
+    contract: Return the (shape, strides, offset) of ``tensor[key]`` as a view.
+    contract: An ``int`` entry (possibly negative) selects one index and drops the dimension; a ``slice`` keeps it
+    """
     view, td = data.draw(strided_views())
     key = data.draw(keys(view.shape))
     shape, strides, offset = views.slice_view(td.shape, td.strides, td.offset, key)
@@ -129,6 +162,9 @@ def test_slice_view_matches_numpy(data):
 
 @graded("1.8", points=1)
 def test_slice_view_index_error():
+    """
+    contract: Raise ``OpError("getitem", ...)`` for an int out of range, naming the index, the dimension and its size.
+    """
     base = np.arange(30.0)
     a = base.reshape(5, 6)
     td = data_of(a, base)

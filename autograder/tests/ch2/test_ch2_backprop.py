@@ -30,6 +30,9 @@ def _random_graph(data, n_leaves, n_ops):
 @graded("2.7", points=3)
 @given(n_leaves=st.integers(1, 3), n_ops=st.integers(1, 12), data=st.data())
 def test_toposort_orders_random_dags(n_leaves, n_ops, data):
+    """
+    contract: Keep only tensors with ``requires_grad``; visit each tensor once even when it is used several times
+    """
     leaves, consts, pool = _random_graph(data, n_leaves, n_ops)
     root = pool[-1]
     order = toposort(root)
@@ -78,6 +81,9 @@ def test_toposort_orders_random_dags(n_leaves, n_ops, data):
 
 @graded("2.7", points=2)
 def test_toposort_deep_chain_without_recursion():
+    """
+    contract: Graphs can be thousands of ops deep (a long loop in Python): use an explicit stack, not recursion, and keep it linear in the graph size.
+    """
     x = minitorch.tensor([1.0], requires_grad=True)
     y = x
     for _ in range(3000):  # deeper than Python's recursion limit
@@ -104,6 +110,10 @@ def test_toposort_deep_chain_without_recursion():
 @graded("2.8", points=3)
 @given(n_leaves=st.integers(1, 3), n_ops=st.integers(1, 12), data=st.data())
 def test_backpropagate_random_dags_match_finite_differences(n_leaves, n_ops, data):
+    """
+    contract: Return a dict ``{id(t): dL/dt}`` over the tensors of :func:`toposort` that received a gradient.
+    contract: Walk them in that order; for a tensor ``t`` with a node ``n = t._node``, call ``n.op.vjp(g, t, *n.inputs, **n.attrs)``
+    """
     recipe = [
         (data.draw(st.integers(0, 100)), data.draw(st.integers(0, 100)), data.draw(st.booleans()))
         for _ in range(n_ops)
@@ -122,6 +132,9 @@ def test_backpropagate_random_dags_match_finite_differences(n_leaves, n_ops, dat
 
 @graded("2.8", points=2)
 def test_backpropagate_accumulates_reused_values():
+    """
+    contract: when an input is reached a second time (the value was used several times), *add* to the gradient it already has, never overwrite it.
+    """
     x = minitorch.tensor([3.0], requires_grad=True)
     y = x * x
     grads = backpropagate(y, minitorch.ones(1))
@@ -166,6 +179,10 @@ def test_backward_leaves_grad_accumulation_and_no_grad():
 
 @graded("2.8", points=1)
 def test_backward_on_non_scalar_needs_a_gradient():
+    """
+    contract: Skip inputs that do not require grad or got ``None``;
+    contract: If an op has no rule (``n.op.vjp is None``) raise ``RuntimeError`` naming the op; if a rule returns a gradient whose shape is not its input's, raise ``RuntimeError`` naming the op and both shapes.
+    """
     x = minitorch.tensor([[1.0, 2.0]], requires_grad=True)
     y = x * x
     with pytest.raises(RuntimeError, match=r"shape \(1, 2\)"):

@@ -38,6 +38,9 @@ def _np_log_softmax(x, axis):
     data=st.data(),
 )
 def test_log_softmax_matches_numpy_and_is_stable(rows, cols, axis, scale, data):
+    """
+    contract: Subtract the maximum ``m`` along ``axis`` first (keep the dims): ``z = x - m`` has a largest entry of 0, and ``z - log(sum(exp(z)))`` is the same value.
+    """
     x = data.draw(values((rows, cols))) * scale
     got = log_softmax(minitorch.tensor(x, dtype="float32"), axis=axis).numpy()
     check(np.isfinite(got).all(), "2.9", "non-finite output (exp overflow?)", x=x, axis=axis)
@@ -56,6 +59,9 @@ def test_log_softmax_matches_numpy_and_is_stable(rows, cols, axis, scale, data):
 @settings(max_examples=10)
 @given(data=st.data())
 def test_log_softmax_gradient(data):
+    """
+    contract: ``m`` is a constant for the gradient (the result does not change when ``m`` does): take it from ``x.detach()``.
+    """
     x = data.draw(values((2, 3)))
     w = data.draw(values((2, 3)))
     check_against_finite_differences("2.9", lambda t: log_softmax(t, axis=1) * t64(w), x, x=x)
@@ -89,6 +95,9 @@ def test_cross_entropy_value_and_gradient(n, c, data):
 
 @graded("2.10", points=1)
 def test_cross_entropy_bad_shapes():
+    """
+    contract: Raise ``OpError("cross_entropy", ...)`` when ``logits`` is not 2-D or ``targets`` is not of shape ``(N,)``, naming both shapes; also when ``targets`` is not an integer tensor or (eager tensors only) holds a class outside ``[0, C)``: a wrong target must not quietly give a loss.
+    """
     assert_close(
         cross_entropy(minitorch.zeros(2, 2), minitorch.tensor([0, 1])).item(),
         np.log(2),
@@ -143,7 +152,10 @@ class _ReadValues(Exception):
 @graded("2.10", points=1)
 def test_cross_entropy_of_traced_tensors():
     """Eager tensors only: a traced target has no values to check; the one-hot classes are
-    made on the logits' device (here cuda, which only infers specs: no kernel runs)."""
+    made on the logits' device (here cuda, which only infers specs: no kernel runs).
+
+    contract: A tensor whose type defines ``__minitorch_dispatch__`` (chapter 5's traced tensors) is not eager: it has a shape, a dtype and a device but no values to read.
+    """
     f64, i64 = minitorch.float64, minitorch.int64
     cases = [
         ("eager logits, traced targets", t64(np.zeros((2, 3))), _Traced(Spec((2,), i64))),
@@ -178,6 +190,9 @@ class _Block(Module):
 
 @graded("2.11", points=2)
 def test_find_parameters_walks_modules_lists_and_dicts():
+    """
+    contract: a ``Module``: visit each attribute in ``vars(module)`` (insertion order) whose name does not start with ``_``, under ``name.attribute``;
+    """
     net = Sequential(Linear(2, 3), ReLU(), Linear(3, 1))
     names = [n for n, _ in find_parameters(net)]
     want = ["layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias"]
@@ -212,6 +227,9 @@ def test_find_parameters_walks_modules_lists_and_dicts():
 
 @graded("2.11", points=1)
 def test_module_parameters_zero_grad_and_train_eval():
+    """
+    contract: Keep duplicates (a shared parameter appears under each name): removing them is :meth:`Module.named_parameters`'s job.
+    """
     shared = Linear(2, 2)
     net = Sequential(shared, ReLU(), shared)
     check(
@@ -237,15 +255,33 @@ def test_module_parameters_zero_grad_and_train_eval():
 # ---------------------------------------------------------------- 2.12
 
 
+def _new_and_inputs_kept(exercise, results, args, before):
+    """A step returns new tensors and leaves every tensor it was given as it was."""
+    given = [x for x in args if x is not None]
+    kept = all(np.array_equal(x.numpy(), b, equal_nan=True) for x, b in zip(given, before))
+    check(kept, exercise, "the step changed a tensor it was given: return new tensors and do "
+          "not modify the inputs")  # fmt: skip
+    fresh = not any(results[0] is x for x in given)  # the new parameter, at least
+    check(fresh, exercise, "the step returned one of its inputs as the new parameter: return "
+          "new tensors")  # fmt: skip
+
+
 @graded("2.12", points=2)
 @given(momentum=st.sampled_from([0.0, 0.5, 0.9]), wd=st.sampled_from([0.0, 0.1]), data=st.data())
 def test_sgd_steps_match_numpy(momentum, wd, data):
+    """
+    contract: One SGD step with momentum: return ``(new_param, new_velocity)``.
+    contract: Return new tensors; do not modify the inputs.
+    """
     p0 = data.draw(values((2, 3)))
     grads = [data.draw(values((2, 3))) for _ in range(3)]
     p, v = t64(p0), None
     want, vel = p0.copy(), None
     for g in grads:
-        p, v = sgd_step(p, t64(g), v, 0.1, momentum, wd)
+        args = (p, t64(g), v)
+        before = [x.numpy().copy() for x in args if x is not None]
+        p, v = sgd_step(*args, 0.1, momentum, wd)
+        _new_and_inputs_kept("2.12", (p, v), args, before)
         g = g + wd * want
         vel = g if vel is None or not momentum else momentum * vel + g
         want = want - 0.1 * vel
@@ -305,11 +341,17 @@ def _np_adam(p, grads, lr, b1, b2, eps, wd):
 @graded("2.13", points=2)
 @given(wd=st.sampled_from([0.0, 0.01]), eps=st.sampled_from([1e-8, 0.5]), data=st.data())
 def test_adam_steps_match_numpy(wd, eps, data):
+    """
+    contract: One Adam step (Kingma & Ba, 2015): return ``(new_param, new_m, new_v)``.
+    """
     p0 = data.draw(values((3,)))
     grads = [data.draw(values((3,))) for _ in range(4)]
     p, m, v = t64(p0), t64(np.zeros(3)), t64(np.zeros(3))
     for t, g in enumerate(grads, start=1):
-        p, m, v = adam_step(p, t64(g), m, v, t, 0.01, 0.9, 0.999, eps, wd)
+        args = (p, t64(g), m, v)
+        before = [x.numpy().copy() for x in args]
+        p, m, v = adam_step(*args, t, 0.01, 0.9, 0.999, eps, wd)
+        _new_and_inputs_kept("2.13", (p, m, v), args, before)
     want = _np_adam(p0, grads, 0.01, 0.9, 0.999, eps, wd)
     assert_close(p.numpy(), want, "2.13", weight_decay=wd, eps=eps, p0=p0)
 

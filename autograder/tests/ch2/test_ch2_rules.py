@@ -47,6 +47,9 @@ def test_unbroadcast_sums_copies(pair, data):
 
 @graded("2.1", points=1)
 def test_unbroadcast_same_shape_and_example():
+    """
+    contract: Return ``grad`` itself when the shapes already match.
+    """
     g = minitorch.ones(2, 3, 4)
     assert_close(unbroadcast(g, (3, 1)).numpy(), np.full((3, 1), 8.0), "2.1", shape=(3, 1))
     x = minitorch.ones(2, 3)
@@ -56,6 +59,8 @@ def test_unbroadcast_same_shape_and_example():
         "same shape must come back unchanged",
         value=unbroadcast(x, (2, 3)).shape,
     )
+    check(unbroadcast(x, [2, 3]) is x, "2.1", "when the shapes already match, return grad itself "
+          "(the same tensor, no copy)")  # fmt: skip
     assert_close(unbroadcast(x, ()).numpy(), np.array(6.0), "2.1", shape=())
 
 
@@ -98,12 +103,16 @@ def test_unary_rules_match_derivatives(shape, data):
 
 @graded("2.2", points=1)
 def test_unary_rules_at_kinks_and_dtype():
+    """
+    contract: Raise ``KeyError`` for another op.
+    """
     a = minitorch.tensor([-1.0, 0.0, 2.0])
     g = minitorch.tensor([5.0, 5.0, 5.0])
     assert_close(unary_vjp("relu", g, a.relu(), a).numpy(), [0, 0, 5.0], "2.2", op="relu")
     assert_close(unary_vjp("abs", g, abs(a), a).numpy(), [-5.0, 0, 5.0], "2.2", op="abs")
     got = unary_vjp("exp", g, a.exp(), a)
     check(got.dtype == minitorch.float32, "2.2", f"float32 in, {got.dtype} out", op="exp")
+    _raises_key_error("2.2", unary_vjp, "add", g, a, a)
 
 
 # ---------------------------------------------------------------- 2.3
@@ -127,6 +136,9 @@ def test_binary_rules_broadcast_finite_differences(pair, swap, data):
 
 @graded("2.3", points=1)
 def test_binary_rules_example():
+    """
+    contract: Raise ``KeyError`` for another op.
+    """
     a, b = minitorch.tensor([[1.0], [2.0]]), minitorch.tensor([3.0, 4.0, 5.0])
     ga, gb = binary_vjp("mul", minitorch.ones(2, 3), a * b, a, b)
     assert_close(ga.numpy(), [[12.0], [12.0]], "2.3", op="mul")
@@ -135,6 +147,21 @@ def test_binary_rules_example():
     assert_close(
         gb.numpy(), -(np.array([[1.0], [2.0]]) / np.array([3.0, 4, 5]) ** 2).sum(0), "2.3", op="div"
     )
+    _raises_key_error("2.3", binary_vjp, "exp", minitorch.ones(2, 3), a * b, a, b)
+
+
+def _raises_key_error(exercise, rule, op, *args):
+    """A rule asked for an op it does not cover raises KeyError (nothing else, no result)."""
+    try:
+        got = rule(op, *args)
+    except KeyError:
+        return
+    except Exception as e:  # noqa: BLE001 - which exception it is is what is checked
+        check(False, exercise, f"{rule.__name__}({op!r}, ...) must raise KeyError for an op it "
+              f"has no rule for, got {type(e).__name__}: {e}", op=op)  # fmt: skip
+    else:
+        check(False, exercise, f"{rule.__name__}({op!r}, ...) must raise KeyError for an op it "
+              f"has no rule for, got a result: {got!r}", op=op)  # fmt: skip
 
 
 # ---------------------------------------------------------------- 2.4
@@ -143,6 +170,9 @@ def test_binary_rules_example():
 @graded("2.4", points=3)
 @given(shape=shapes, keepdims=st.booleans(), data=st.data())
 def test_reduce_rules_finite_differences(shape, keepdims, data):
+    """
+    contract: ``mean``: the same, divided by the number of elements averaged;
+    """
     a = data.draw(values(shape))
     axes = data.draw(st.sets(st.integers(0, max(len(shape) - 1, 0)), max_size=len(shape)))
     axis = tuple(sorted(axes)) if axes and shape else None
@@ -157,6 +187,9 @@ def test_reduce_rules_finite_differences(shape, keepdims, data):
 
 @graded("2.4", points=2)
 def test_reduce_max_shares_ties():
+    """
+    contract: ``max``: only the elements equal to the maximum get it; when several tie, share it evenly (divide by how many tie), so the rule stays exact.
+    """
     a = minitorch.tensor([[1.0, 5.0, 5.0], [2.0, 0.0, 1.0]])
     got = reduce_vjp("max", minitorch.ones(2), a.max(axis=1), a, (1,), False)
     assert_close(got.numpy(), [[0, 0.5, 0.5], [1, 0, 0]], "2.4", op="max", a=a.numpy())
@@ -180,6 +213,9 @@ def test_reduce_max_shares_ties():
 )
 def test_matmul_rule_batched_broadcast(batch_a, batch_b, n, k, m, data):
     # Make the batch dims broadcastable: where both have a dim, one of them is 1 or they agree.
+    """
+    contract: With batch dimensions the rule holds per batch; a batch dimension that was broadcast (missing, or of size 1) must then be summed away
+    """
     ra, rb = batch_a[::-1], batch_b[::-1]
     rb = [b if i >= len(ra) or ra[i] == 1 or b == 1 else ra[i] for i, b in enumerate(rb)]
     sa, sb = tuple(ra[::-1]) + (n, k), tuple(rb[::-1]) + (k, m)

@@ -56,6 +56,9 @@ def pool_oracle(x, k, s, fn):
     seed=seeds,
 )
 def test_conv2d_matches_definition(n, c, o, h, w, k, stride, padding, seed):
+    """
+    contract: where positions outside ``x`` read 0 (zero padding).
+    """
     assume(h + 2 * padding >= k and w + 2 * padding >= k)
     x, wt = data((n, c, h, w), seed), data((o, c, k, k), seed + 1)
     got = run("conv2d", minitorch.tensor(x), minitorch.tensor(wt), stride=stride, padding=padding)
@@ -161,6 +164,10 @@ shapes = st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple)
 @graded("3.10", points=2)
 @given(shape=shapes, axis_seed=seeds, scale=st.sampled_from([1.0, 30.0, 1000.0]), seed=seeds)
 def test_softmax_matches_numpy_and_is_stable(shape, axis_seed, scale, seed):
+    """
+    contract: Row-wise softmax of a 2-D C-contiguous ``x`` into ``out`` (same shape), numerically stable.
+    contract: subtracting it changes nothing mathematically but keeps ``exp`` from overflowing
+    """
     x = data(shape, seed, scale)
     axis = axis_seed % len(shape) - (axis_seed % 2) * len(shape)  # positive and negative axes
     got = run("softmax", minitorch.tensor(x), axis=axis)
@@ -170,6 +177,9 @@ def test_softmax_matches_numpy_and_is_stable(shape, axis_seed, scale, seed):
 
 @graded("3.10", points=1)
 def test_softmax_huge_equal_logits():
+    """
+    contract: Example: ``[[1000.0, 1000.0]]`` gives ``[[0.5, 0.5]]`` (not nan).
+    """
     got = run("softmax", minitorch.tensor([[1000.0, 1000.0], [-1000.0, -1000.0]]), axis=1)
     assert_close(got, np.full((2, 2), 0.5), "3.10", x="[[1000, 1000], [-1000, -1000]]")
 

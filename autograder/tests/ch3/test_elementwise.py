@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 import minitorch
 from autograder.harness import assert_close, check, graded
+from autograder.strategies import laid_out, tensor_of, values
+from autograder.strategies import shapes as any_shapes
 
 from .util import data, numba_backend, run, view  # noqa: F401  (numba_backend: autouse)
 
@@ -23,11 +25,20 @@ BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.m
 
 
 @graded("3.1", points=3)
-@given(shape=shapes_0d, how=views, op=st.sampled_from(sorted(UNARY)), seed=seeds)
-def test_map_matches_numpy_on_views(shape, how, op, seed):
+@given(shape=shapes_0d, how=views, op=st.sampled_from(sorted(UNARY)), seed=seeds, draw=st.data())
+def test_map_matches_numpy_on_views(shape, how, op, seed, draw):
     x = data(shape, seed)
     got = run(op, view(x, how))
     assert_close(got, UNARY[op](x), "3.1", rtol=1e-5, atol=1e-6, op=op, x=x, view=how)
+    # empty, 0-d, inf, NaN, -1e30 rows, offsets, negative steps, views of views
+    x = draw.draw(values(draw.draw(any_shapes()), np.float32))
+    v, base = draw.draw(laid_out(x))
+    op = draw.draw(st.sampled_from(["neg", "exp"]))
+    with np.errstate(all="ignore"):
+        want = UNARY[op](x)
+    got = run(op, tensor_of(v, base))
+    assert_close(got, want, "3.1", rtol=1e-5, atol=1e-6, op=op, x=x,
+                 strides=tuple(s // 4 for s in v.strides))  # fmt: skip
 
 
 @graded("3.1", points=2)
@@ -38,6 +49,9 @@ def test_map_matches_numpy_on_views(shape, how, op, seed):
     seed=seeds,
 )
 def test_map_broadcasts_into_out(small, lead, seed):
+    """
+    contract: then walk the row by adding the last dimension's stride (0 where ``a`` is broadcast).
+    """
     x = data(small, seed)
     big = (lead,) + small
     got = run("neg", minitorch.tensor(x).expand(*big))
@@ -91,6 +105,9 @@ def _map_into(op, out_shape, x):
 
 @graded("3.1", points=1)
 def test_map_large_contiguous_fast_path():
+    """
+    contract: fast path: when ``a`` and ``out`` have the same shape and strides and are contiguous, element ``k`` of both sits at ``k``
+    """
     x = data((300_000,), 1)
     assert_close(run("exp", minitorch.tensor(x)), np.exp(x), "3.1", rtol=1e-5, x=x[:8])
 
@@ -128,6 +145,9 @@ def test_zip_broadcasts_like_numpy(shape, pattern, drop, op, seed):
 @graded("3.2", points=2)
 @given(shape=shapes_0d, how_a=views, how_b=views, op=st.sampled_from(sorted(BINARY)), seed=seeds)
 def test_zip_strided_views(shape, how_a, how_b, op, seed):
+    """
+    contract: else rows in ``prange`` with the positions computed once per row.
+    """
     x, y = data(shape, seed), data(shape, seed + 7)
     got = run(op, view(x, how_a), view(y, how_b))
     assert_close(got, BINARY[op](x, y), "3.2", op=op, a=x, b=y, views=(how_a, how_b))
@@ -135,6 +155,9 @@ def test_zip_strided_views(shape, how_a, how_b, op, seed):
 
 @graded("3.2", points=1)
 def test_zip_large_contiguous_fast_path():
+    """
+    contract: a contiguous fast path when all three have ``out``'s shape and contiguous strides
+    """
     x, y = data((200_000,), 2), data((200_000,), 3)
     assert_close(run("mul", minitorch.tensor(x), minitorch.tensor(y)), x * y, "3.2", a=x[:8])
     # out's shape and unit steps along rows, but rows padded apart (a column slice): not the

@@ -80,6 +80,9 @@ def _tile():
     seed=st.integers(0, 2**16),
 )
 def test_matmul_tile_adds_one_block(n, m, k, pick, seed):
+    """
+    contract: and touch nothing else (the caller guarantees
+    """
     i, j = pick[0] % (n - 3), pick[1] % (m - 3)
     k0 = pick[2] % (k + 1)
     k1 = k0 + pick[3] % (k - k0 + 1)
@@ -89,6 +92,17 @@ def test_matmul_tile_adds_one_block(n, m, k, pick, seed):
     want = before.astype(np.float64)
     want[i : i + 4, j : j + 4] += _oracle(a[i : i + 4, k0:k1], bt[j : j + 4, k0:k1].T)
     assert_close(out, want, "3.5", rtol=1e-4, atol=1e-5, out_before=before, a=a, bt=bt,
+                 i=i, j=j, k0=k0, k1=k1)  # fmt: skip
+    # float64 stays float64: sums of +-(1e8 plus eighths) are exact in float64 in any order,
+    # and a float32 sum loses the eighths (its spacing at 1e8 is 8)
+    a64 = 1e8 + np.round(a.astype(np.float64) * 8) / 8
+    bt64 = np.where(bt > 0, 1.0, -1.0)
+    before64 = np.full((n, m), -7.5)
+    out = before64.copy()
+    _tile()(out, a64, bt64, i, j, k0, k1)
+    want = before64.copy()
+    want[i : i + 4, j : j + 4] += a64[i : i + 4, k0:k1] @ bt64[j : j + 4, k0:k1].T
+    assert_close(out, want, "3.5", rtol=1e-15, atol=0.0, dtype="float64", a=a64, bt=bt64,
                  i=i, j=j, k0=k0, k1=k1)  # fmt: skip
 
 
@@ -134,6 +148,9 @@ def test_matmul_blocked_batched_broadcast(n, k, m, batch, seed):
 def test_matmul_blocked_crosses_block_edges():
     # sizes that are not multiples of the 4 x 4 tile, of the 64-row group or of
     # the 128 x 1024 panel (columns and depth)
+    """
+    contract: edges: rows and columns left over from the 4 x 4 tiles take a plain dot product per element (over the same k-block).
+    """
     for (sa, sb), seed in [
         (((1, 9, 70), (1, 70, 300)), 1),
         (((3, 257, 5), (1, 5, 513)), 3),

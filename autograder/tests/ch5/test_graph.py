@@ -62,10 +62,17 @@ def _label(e):
 @graded("5.4", points=3)
 @given(st.integers(0, 10_000))
 def test_topological_sort_orders_shuffled_nodes(seed):
+    """
+    contract: Return ``nodes`` reordered so that every node comes after the inputs it uses.
+    contract: the result is deterministic).
+    """
     g = _graph()
     nodes = list(g.nodes)
     random.Random(seed).shuffle(nodes)
     order = topological_sort(nodes)
+    again = topological_sort(list(nodes))
+    check(again == order, "5.4", "the result is deterministic: the same list sorts the same way",
+          value=_positions(again, order))  # fmt: skip
     check(
         sorted(map(id, order)) == sorted(map(id, nodes)),
         "5.4",
@@ -85,6 +92,11 @@ def test_topological_sort_orders_shuffled_nodes(seed):
 
 @graded("5.4", points=1)
 def test_topological_sort_is_stable_and_finds_cycles():
+    """
+    contract: Inputs that are not in ``nodes`` count as already available.
+    contract: Among nodes that are ready at the same time keep the original order (so a sorted list stays as it is
+    contract: If the nodes form a cycle, raise ``OpError("topological_sort", problem)`` naming a node on the cycle.
+    """
     g = _graph()
     order = topological_sort(list(g.nodes))
     check(
@@ -136,12 +148,39 @@ def test_topological_sort_is_stable_and_finds_cycles():
             )
     finally:
         tanh.inputs.pop()
+    # the first node left over two steps after the cycle: walk back until a node repeats
+    g = minitorch.jit(lambda x: -(x.tanh().sum(axis=0)).exp()).trace(minitorch.randn(2, 3))
+    tanh, total, exp, neg = g.ops
+    tanh.inputs.append(total)
+    try:
+        with pytest.raises(OpError, match="cycle") as e:
+            topological_sort([neg, exp, total, tanh])
+    finally:
+        tanh.inputs.pop()
+    named = set(re.findall(r"%(\w+)", str(e.value)))
+    check(bool(named & {tanh.name, total.name}) and not named & {exp.name, neg.name}, "5.4",
+          f"name a node on the cycle (%{tanh.name} or %{total.name}), not %{exp.name} or "
+          f"%{neg.name} that only wait on it", value=text(bool(named & {tanh.name, total.name})),
+          got=str(e.value))  # fmt: skip
 
 
 @graded("5.5", points=1)
 def test_verify_accepts_traced_graphs():
+    """
+    contract: Check that ``graph`` is well formed;
+    """
     g = _graph()
+    before = [(n, list(n.inputs), n.spec, dict(n.attrs)) for n in g.nodes]
     got = verify_graph(g)
+    check([(n, list(n.inputs), n.spec, dict(n.attrs)) for n in g.nodes] == before, "5.5",
+          "verify_graph only checks: the graph's nodes, their order, inputs, specs and attributes "
+          "stay as they were")  # fmt: skip
+    shuffled = _graph()
+    shuffled.nodes.reverse()
+    order = list(shuffled.nodes)
+    with pytest.raises(OpError):
+        verify_graph(shuffled)
+    check(shuffled.nodes == order, "5.5", "a graph that fails is left as it was too (not sorted)")
     check(
         got is None,
         "5.5",
@@ -152,6 +191,11 @@ def test_verify_accepts_traced_graphs():
 
 @graded("5.5", points=3)
 def test_verify_names_the_broken_node():
+    """
+    contract: raise ``OpError("verify", problem)`` if not.
+    contract: every node's inputs are defined *earlier* in ``graph.nodes``
+    contract: equals ``node.spec`` -- "recorded float32[2,3] but add's shape function gives float32[4,3]" (an ``OpError`` from ``infer`` is a failure too);
+    """
     g = _graph()
     g.nodes.reverse()
     with pytest.raises(OpError, match=r"verify: %\w+ \(\w+\) uses %\w+ before it is defined") as e:
@@ -171,6 +215,26 @@ def test_verify_names_the_broken_node():
     ) as e:
         verify_graph(g)
     check(e.value.op == "verify", "5.5", "name the tanh node", value=text(_label(e)))
+
+    # the whole spec is compared: a wrong dtype or device fails as a wrong shape does
+    for dtype, device in [(minitorch.float64, "cpu"), (minitorch.float32, "cuda")]:
+        g = _graph()
+        tanh = g.ops[1]
+        tanh.spec = Spec(tanh.spec.shape, dtype, device)
+        with pytest.raises(OpError, match=r"%\w+ \(tanh\) recorded") as e:
+            verify_graph(g)
+        check(e.value.op == "verify", "5.5", f"a tanh recorded as {tanh.spec} (eager gives "
+              "float32[2,4] on cpu) must fail, naming the node", value=text(_label(e)))  # fmt: skip
+
+    # shape inference that itself raises OpError is a failure of verify's own
+    g = _graph()
+    w = g.inputs[1]
+    w.spec = Spec((5, 4), w.spec.dtype)  # x (2, 3) @ w (5, 4) no longer fits
+    with pytest.raises(OpError) as e:
+        verify_graph(g)
+    check(e.value.op == "verify" and _label(e) is not None and "(matmul)" in _label(e), "5.5",
+          f'raise OpError("verify", ...) naming the matmul node, got OpError({e.value.op!r}): '
+          f"{e.value}", value=text([e.value.op, _label(e)]))  # fmt: skip
 
     g = _graph()
     g.ops[0].attrs = {"axis": (5,)}  # matmul takes no attributes
@@ -192,6 +256,11 @@ def test_verify_names_the_broken_node():
 
 @graded("5.5", points=1)
 def test_verify_checks_cond_branches():
+    """
+    contract: every ``input`` node is listed in ``graph.inputs``, and every node in ``graph.inputs`` and in ``graph.outputs`` is a node of the graph;
+    contract: a ``cond`` node: its ``true_graph`` and ``false_graph`` verify, take the operand specs (``node.inputs[1:]``) and both return exactly ``[node.spec]``.
+    """
+
     def f(x):
         return minitorch.cond(x.sum() > 0, lambda a: a * 2, lambda a: -a, x)
 
@@ -217,6 +286,15 @@ def test_verify_checks_cond_branches():
     with pytest.raises(OpError, match=r"\(cond\)") as e:
         verify_graph(g)
     check(e.value.op == "verify", "5.5", "a branch must take the operands' specs",
+          value=text([e.value.op, _label(e)]))  # fmt: skip
+    # a branch that returns two values, the first of which fits: exactly [node.spec] is wanted
+    g = minitorch.jit(f).trace(minitorch.randn(2, 3))
+    g.ops[-1].attrs["false_graph"] = minitorch.tracing.trace_function(
+        lambda a: (-a, a), [Spec((2, 3), minitorch.float32)]
+    )
+    with pytest.raises(OpError, match=r"\(cond\)") as e:
+        verify_graph(g)
+    check(e.value.op == "verify", "5.5", "a branch that returns two values must fail",
           value=text([e.value.op, _label(e)]))  # fmt: skip
     # a branch that is broken inside (its nodes out of order) though its signature fits
     g = minitorch.jit(f).trace(minitorch.randn(2, 3))
@@ -263,6 +341,10 @@ def test_verify_checks_cond_branches():
 
 @graded("5.6", points=2)
 def test_interpret_runs_a_graph():
+    """
+    contract: Run ``graph`` on concrete tensors and return its outputs, packed as traced.
+    contract: raise ``OpError("interpret", problem)`` if the number of inputs is wrong, the problem naming how many the graph takes and how many it got);
+    """
     g = _graph()
     x, w = minitorch.randn(2, 3), minitorch.randn(3, 4)
     got = interpret(g, x, w)

@@ -11,12 +11,16 @@ import minitorch
 from autograder.harness import assert_close, check, graded, text
 from minitorch import OpError
 from minitorch.nn.module import Parameter
-from minitorch.tracing import GraphBreakError, Tracer, cache_key
+from minitorch.tracing import GraphBreakError, Tracer, cache_key, split_at_break
 from minitorch.tracing.tracer import flatten_output
 
 
 @graded("5.7", points=2)
 def test_cache_key_describes_arguments():
+    """
+    contract: ``("tensor", (2, 3), "float32", "cpu")`` (values do not matter);
+    contract: a Tensor inside a list/tuple, or a value that cannot be hashed, raises ``OpError("jit", problem, hint)`` naming the argument's position.
+    """
     x = minitorch.ones(2, 3)
     key = cache_key((x, 0.5, [1, [2, 3]], "relu", True))
     expected = (
@@ -91,6 +95,9 @@ def _branchy(x):
 
 @graded("5.9", points=3)
 def test_cond_records_one_node_with_both_branches():
+    """
+    contract: (nodes from ``tracer.lift``) and return ``tracer.proxy(node)``.
+    """
     f = minitorch.jit(_branchy, fullgraph=True)
     g = f.trace(minitorch.ones(2, 3))
     check(
@@ -128,6 +135,11 @@ def test_cond_records_one_node_with_both_branches():
 
 @graded("5.9", points=2)
 def test_cond_rejects_mismatched_branches():
+    """
+    contract: ``pred`` must hold exactly one element, else ``OpError("cond", problem, hint)``;
+    contract: the two output specs (shape, dtype, device) must be equal, else raise ``OpError("cond", problem, hint)`` showing both
+    """
+
     def bad(x):
         return minitorch.cond(x.sum() > 0, lambda a: a, lambda a: a.sum(axis=0), x)
 
@@ -194,6 +206,9 @@ def _two_breaks(x, n):
 
 @graded("5.8", points=2)
 def test_graph_breaks_split_the_function_and_match_eager():
+    """
+    contract: so that one call yields a sequence of graphs that together compute what eager computes.
+    """
     x = minitorch.tensor([[0.5, 1.0, 2.0]])
     out = minitorch.explain(_two_breaks)(x, 2)
     assert_close(out.out.numpy(), _two_breaks(x, 2).numpy(), "5.8", x=x.numpy())
@@ -250,6 +265,12 @@ def _trace_with_breaks(x):
 
 @graded("5.8", points=2)
 def test_split_at_break_cuts_graphs_and_carries_values():
+    """
+    contract: Return the concrete value of ``p`` and leave the tracer recording into a fresh graph
+    contract: the value: ``tracer.evaluate(node)`` computes any node from the call's real inputs (memoised); return ``p``'s value as a Tensor;
+    contract: the cut: the ops after the break go into a new ``Graph`` named ``f"{tracer.name}_{k}"`` with ``k`` its position in ``tracer.graphs`` (append it there and make it ``tracer.graph``).
+    contract: A value of an older graph that a later op uses enters the new graph as an input, once per graph
+    """
     x = minitorch.tensor([[0.5, -1.0, 2.0]])
     t, got, want = _trace_with_breaks(x)
     assert_close(got.numpy(), want.numpy(), "5.8", x=x.numpy())
@@ -292,10 +313,25 @@ def test_split_at_break_cuts_graphs_and_carries_values():
     )
     for g in t.graphs:
         g.verify()
+    # split_at_break itself: p's value, as a Tensor, and a fresh graph to record into
+    t = Tracer("g", concrete=[x])
+    with t:
+        p = t.input(x.spec, "x") * 2
+        first = t.graph
+        v = split_at_break(t, p, "test", "here")
+    check(isinstance(v, minitorch.Tensor), "5.8", "split_at_break returns p's value as a "
+          f"Tensor, got a {type(v).__name__}", got=type(v).__name__)  # fmt: skip
+    if isinstance(v, minitorch.Tensor):
+        assert_close(v.numpy(), x.numpy() * 2, "5.8", x=x.numpy(), p="x * 2")
+    check(t.graph is not first and t.graphs == [first, t.graph], "5.8",
+          "after the break the tracer records into a fresh graph, appended to tracer.graphs")  # fmt: skip
 
 
 @graded("5.8", points=2)
 def test_values_before_a_break_are_computed_before_python_goes_on():
+    """
+    contract: Every value of the graph being closed must already be what eager computed before that code ran.
+    """
     x = minitorch.tensor([1.0, 2.0, 3.0])
     w = Parameter(minitorch.ones(3))  # a tensor from outside the call: a constant of the graph
     t = Tracer("step", concrete=[x])

@@ -19,6 +19,10 @@ F32, F64, I64, B = minitorch.float32, minitorch.float64, minitorch.int64, minito
 
 @graded("5.1", points=1)
 def test_record_op_appends_one_node():
+    """
+    contract: record one op call and return the Proxy of its result.
+    contract: the node's attributes are the complete, normalised ones eager's kernel would get
+    """
     t = Tracer("demo")
     x = t.input(Spec((2, 3), F32), "x")
     y = record_op(t, get_op("sum"), (x,), {"axis": -1})
@@ -61,6 +65,10 @@ def test_record_op_appends_one_node():
 
 @graded("5.1", points=1)
 def test_tracing_records_without_computing():
+    """
+    contract: its spec (shape, dtype, device) is what eager's result would have, inferred statically: a bad call raises eager's ``OpError`` at trace time;
+    """
+
     @minitorch.jit
     def f(x, w):
         h = (x @ w).relu()
@@ -137,6 +145,9 @@ def _outcome(fn, *args, **kwargs):
 @graded("5.2", points=3)
 @given(shapes, shapes, dtypes, dtypes, st.booleans())
 def test_infer_matmul_matches_registry(sa, sb, da, db, compatible):
+    """
+    contract: the leading (batch) dimensions ``a.shape[:-2]`` and ``b.shape[:-2]`` broadcast together
+    """
     if compatible and len(sa) >= 2 and len(sb) >= 2:
         sb = sb[:-2] + (sa[-1], sb[-1])
     a, b = Spec(sa, np.dtype(da)), Spec(sb, np.dtype(db))
@@ -156,6 +167,10 @@ def test_infer_matmul_matches_registry(sa, sb, da, db, compatible):
 
 @graded("5.2", points=1)
 def test_infer_matmul_examples():
+    """
+    contract: both inputs need at least 2 dimensions and ``a.shape[-1] == b.shape[-2]``, otherwise raise ``OpError("matmul", problem, hint)`` naming both shapes;
+    contract: re-raise its error as an ``OpError("matmul", ...)`` that keeps its problem, which names the two batch shapes);
+    """
     got = infer_matmul(Spec((5, 2, 3), F32), Spec((3, 4), F64))
     check(
         got == Spec((5, 2, 4), F64),
@@ -194,6 +209,9 @@ axes = st.one_of(
 @graded("5.3", points=3)
 @given(shapes, st.sampled_from([F32, I64, B]), axes, st.booleans())
 def test_infer_reduce_matches_registry(shape, dtype, axis, keepdims):
+    """
+    contract: an axis outside ``[-ndim, ndim)`` or a repeated axis raises
+    """
     a = Spec(shape, np.dtype(dtype))
     op = get_op("sum")
 
@@ -219,6 +237,9 @@ def test_infer_reduce_matches_registry(shape, dtype, axis, keepdims):
 
 @graded("5.3", points=1)
 def test_infer_reduce_examples():
+    """
+    contract: an axis outside ``[-ndim, ndim)`` or a repeated axis raises ``OpError("sum", problem, hint)`` naming the axis and the number of dims;
+    """
     a = Spec((2, 3, 4), F32)
     check(
         infer_reduce(a, (0, -1)).shape == (3,),
@@ -233,6 +254,10 @@ def test_infer_reduce_examples():
         value=infer_reduce(a, 1, keepdims=True).shape,
     )
     check(infer_reduce(Spec((3,), B), None) == Spec((), I64), "5.3", "sum of bools is int64")
+    with pytest.raises(OpError, match="axis 7") as e:  # the message names the 3 dims too
+        infer_reduce(a, 7)
+    check("3" in str(e.value.problem) + str(e.value.hint), "5.3", "an axis out of range: name "
+          f"the axis (7) and the number of dims (3), got: {e.value}")  # fmt: skip
     with pytest.raises(OpError, match="axis 3") as e:
         infer_reduce(a, 3)
     check(e.value.op == "sum" and bool(e.value.hint), "5.3", "an axis out of range raises "

@@ -48,6 +48,11 @@ def _small_graph():
 
 @graded("6.1", points=2)
 def test_replace_all_uses_rewires_users_and_outputs():
+    """
+    contract: Make every use of ``old`` a use of ``new``; return how many uses changed.
+    contract: Afterwards ``old.users`` is empty and ``new.users`` lists each new user once per slot, so the users lists stay consistent with the inputs lists.
+    contract: Replacing a node by itself changes nothing and returns 0.
+    """
     g, x, y = _small_graph()
     m = node(g, "mul", x, y)
     a = node(g, "add", m, m)  # two uses in one node
@@ -93,6 +98,9 @@ def test_replace_all_uses_keeps_graphs_valid(case):
 
 @graded("6.2", points=2)
 def test_dce_removes_dead_keeps_inputs_and_impure():
+    """
+    contract: A node is *live* if it is an output, an ``input`` node (inputs are the graph's signature and always stay), impure (``not is_pure(node)``: random or side-effecting ops run even if unused), or an input of a live node.
+    """
     g, x, y = _small_graph()
     dead1 = node(g, "exp", x)
     node(g, "neg", dead1)  # dead chain
@@ -121,6 +129,9 @@ def test_dce_removes_dead_keeps_inputs_and_impure():
 @settings(max_examples=20)
 @given(cases(redundancy=True))
 def test_dce_preserves_outputs_and_leaves_no_dead_node(case):
+    """
+    contract: Remove the nodes no output depends on; return how many were removed.
+    """
     graph, inputs = case
     order = {n.name: k for k, n in enumerate(graph.nodes)}
     g, removed = check_pass("6.2", graph, inputs, dead_code_elimination)
@@ -146,6 +157,12 @@ def test_dce_preserves_outputs_and_leaves_no_dead_node(case):
 
 @graded("6.3", points=2)
 def test_cse_merges_only_what_is_equal():
+    """
+    contract: Two ``const`` nodes compute the same value when their ``const_key`` is equal.
+    contract: Two other nodes do when they have the same op, the same input nodes (the same objects, in the same order; in any order for the ``COMMUTATIVE`` ops only: ``a - b`` is not ``b - a``), equal attributes (``attrs_key``) and the same spec.
+    contract: ``input`` nodes and impure nodes (``is_pure``) are never merged: two random draws are two different values even with equal inputs.
+    contract: Every later duplicate hands all its uses to the earliest equal node (``replace_all_uses``) and is left dead for DCE.
+    """
     g, x, y = _small_graph()
     a1, a2 = node(g, "add", x, y), node(g, "add", y, x)  # commutative: equal
     s1, s2 = node(g, "sub", x, y), node(g, "sub", y, x)  # not equal
@@ -172,6 +189,10 @@ def test_cse_merges_only_what_is_equal():
 @settings(max_examples=20)
 @given(cases(redundancy=True))
 def test_cse_preserves_outputs_and_is_idempotent(case):
+    """
+    contract: Merge nodes that compute the same value; return how many were merged.
+    contract: Count a merge only when it changed at least one use, so a second run returns 0.
+    """
     graph, inputs = case
     g, merged = check_pass("6.3", graph, inputs, common_subexpressions)
     check(merged > 0, "6.3", "the planted duplicate chain was not merged", graph=str(graph))
@@ -190,6 +211,11 @@ def test_cse_preserves_outputs_and_is_idempotent(case):
 
 @graded("6.4", points=2)
 def test_fold_respects_limit_parameters_and_purity():
+    """
+    contract: A node is foldable when it is a registry op (not in ``SPECIAL``), pure (``is_pure``), has at least one input, all its inputs are frozen constants (``is_frozen``: a parameter's value changes between calls), and its result has at most ``limit`` elements (``node.spec.size``).
+    contract: A folded node becomes a ``const`` in place (same node, so its users keep reading it) whose value is exactly what eager computes for that op, bit for bit
+    contract: Folding is complete in one call: a node whose inputs fold is folded too, and a second run returns 0.
+    """
     g, x, y = _small_graph()
     c = const(g, 2.0)
     e = node(g, "exp", c)
@@ -245,6 +271,9 @@ def test_fold_respects_limit_parameters_and_purity():
 @settings(max_examples=20)
 @given(cases(redundancy=True, consts=True))
 def test_fold_preserves_outputs(case):
+    """
+    contract: Replace every foldable node by a ``const`` holding its value; return how many.
+    """
     graph, inputs = case
     g, n = check_pass("6.4", graph, inputs, lambda g: constant_fold(g, limit=10_000))
     left = [

@@ -30,6 +30,12 @@ def _scripted(name, changes, calls):
 
 @graded("6.8", points=2)
 def test_fixed_point_counts_rounds_and_reports_each_pass():
+    """
+    contract: Run ``passes`` (a list of ``(name, fn)``) in order, round after round; return the rounds run.
+    contract: A round runs every pass once, in list order, ``changes = fn(graph)``, and after each pass calls ``after_pass(name, round_index, changes, seconds)``
+    contract: ``seconds`` is a float, that pass's own run time, from ``time.perf_counter()``, not the time since the round began).
+    contract: Return the number of rounds run.
+    """
     calls, log = [], []
     passes = [_scripted("a", [2, 0, 0], calls), _scripted("b", [0, 1, 0], calls)]
     rounds = run_to_fixed_point(None, passes, 10, lambda *args: log.append(args))
@@ -89,13 +95,19 @@ def test_pipeline_preserves_outputs_and_is_idempotent(case):
 
 @graded("6.9", points=2)
 def test_lower_numbers_slots_and_resolves_kernels_once():
+    """
+    contract: ``kernel_for`` is called once per op node, in graph order, here, and never when the plan runs.
+    """
     x = minitorch.tensor([1.0, 2.0])
     g = minitorch.jit(lambda x: (x * 2.0).exp() + x).trace(x)
-    asked = []
+    asked, given = [], []
     find = kernel_for(None)
-    plan = lower(g, lambda n: asked.append(n) or find(n))
+    plan = lower(g, lambda n: asked.append(n) or given.append(find(n)) or given[-1])
     check(isinstance(plan, Plan), "6.9", "return a Plan")
     check(asked == g.ops, "6.9", "call kernel_for once per op node, in order", got=asked)
+    check(len(plan.steps) == len(given) and all(s.kernel is k for s, k in zip(plan.steps, given)),
+          "6.9", "each step holds the kernel kernel_for returned, resolved now: the plan never "
+          "calls kernel_for when it runs")  # fmt: skip
     slot = {n: k for k, n in enumerate(g.nodes)}
     check(
         plan.num_slots == len(g.nodes),
@@ -161,6 +173,10 @@ def test_lowered_plans_give_eager_results(case):
 
 @graded("6.10", points=2)
 def test_run_plan_skips_dispatch_and_reads_parameters_each_call(monkeypatch):
+    """
+    contract: Run ``plan`` on ``inputs`` (one ``TensorData`` per graph input); return the outputs' data.
+    contract: Constants are read when the plan runs, not when it was made
+    """
     w = minitorch.tensor([1.0, 2.0], requires_grad=True)
     x = minitorch.tensor([3.0, 4.0])
     g = minitorch.jit(lambda x: (x * w).tanh() + x).trace(x)
@@ -190,6 +206,9 @@ def test_run_plan_skips_dispatch_and_reads_parameters_each_call(monkeypatch):
 @settings(max_examples=15)
 @given(cases(redundancy=True, consts=True))
 def test_compiled_calls_match_eager(case):
+    """
+    contract: Return one ``TensorData`` per entry of ``plan.outputs``, in order: what the graph computes.
+    """
     graph, inputs = case
     compiled = graph.compile()
     got = compiled(*inputs)

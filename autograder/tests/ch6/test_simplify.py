@@ -35,6 +35,12 @@ def _graph(shape=(2, 3), dtype=F32):
 
 @graded("6.5", points=2)
 def test_apply_patterns_first_match_counts_and_sweeps():
+    """
+    contract: Apply ``patterns`` to ``graph`` until none matches; return ``{pattern name: count}``.
+    contract: One sweep offers each live node of ``graph.nodes`` (one with users, or an output), in graph order, to the patterns whose ``op`` is the node's op, in table order; the first that returns something wins and the rest are not tried for that node
+    contract: Dead nodes are never offered.
+    contract: Only patterns that matched appear in the result.
+    """
     g, x = _graph()
     a = node(g, "neg", node(g, "neg", x))
     b = node(g, "mul", a, const(g, 1.0))
@@ -125,6 +131,13 @@ def test_safe_patterns_keep_outputs_bit_for_bit(case):
 
 @graded("6.6", points=2)
 def test_identity_operand_cases():
+    """
+    contract: Return the operand ``x`` when the *other* operand is a constant made only of the identity value
+    contract: mul and add match on either side, sub and div only on the right (``0 - x`` is ``-x``).
+    contract: Also required: ``x.spec == node.spec`` (the constant must not broadcast ``x`` to a bigger shape or promote its dtype).
+    contract: In every other case return None.
+    contract: The graph is not changed.
+    """
     g, x = _graph()
     gi, xi = _graph(dtype="int64")
     gb, xb = _graph(shape=(3,))
@@ -139,7 +152,7 @@ def test_identity_operand_cases():
         node(gi, "add", xi, const(gi, 0, dtype=np.int64)),
     ]
     for n in hits:
-        got = identity_operand(n)
+        got = _answer(n)
         check(
             got is n.inputs[0 if n.inputs[0].op == "input" else 1],
             "6.6",
@@ -158,7 +171,7 @@ def test_identity_operand_cases():
         node(g, "mul", x, g.add_const(minitorch.ones(1, requires_grad=True))),  # a parameter
     ]
     for n in misses:
-        got = identity_operand(n)
+        got = _answer(n)
         check(
             got is None,
             "6.6",
@@ -167,6 +180,21 @@ def test_identity_operand_cases():
             node=n.format(),
             got=got,
         )
+
+
+def _answer(n):
+    """identity_operand(n), checking that it leaves the graph as it was."""
+    before = _state(n.graph)
+    got = identity_operand(n)
+    check(_state(n.graph) == before, "6.6", "identity_operand only answers: the graph (nodes, "
+          "inputs, users, attributes, outputs) is not changed", node=n.format())  # fmt: skip
+    return got
+
+
+def _state(g):
+    """What a pattern that only answers leaves as it was."""
+    nodes = [(n, n.op, list(n.inputs), list(n.users), dict(n.attrs)) for n in g.nodes]
+    return nodes, list(g.outputs)
 
 
 @graded("6.6", points=2)
@@ -212,6 +240,12 @@ def test_compiled_identities_match_eager_on_special_values(rule, seed):
 
 @graded("6.7", points=2)
 def test_compose_views_cases():
+    """
+    contract: Collapse two stacked views of the same kind into one.
+    contract: ``reshape(reshape(x, s1), s2)``: if ``x.spec == node.spec`` the pair does nothing: return ``x``.
+    contract: If it is the identity, return ``x``; otherwise change the node in place into that single permute of ``x``
+    contract: anything else (the inner node is not the same op, e.g. a permute of a reshape): None, graph unchanged.
+    """
     g, x = _graph(shape=(2, 3, 4))
     t = node(g, "permute", node(g, "permute", x, order=(1, 0, 2)), order=(1, 0, 2))
     check(compose_views(t) is x, "6.7", "transpose of transpose is x", node=t.format())
@@ -231,7 +265,9 @@ def test_compose_views_cases():
     r2 = node(g, "reshape", node(g, "reshape", x, shape=(24,)), shape=(2, 3, 4))
     check(compose_views(r2) is x, "6.7", "a reshape pair back to x's shape is x")
     mixed = node(g, "permute", node(g, "reshape", x, shape=(4, 6)), order=(1, 0))
+    before = _state(g)
     check(compose_views(mixed) is None, "6.7", "a permute of a reshape is not one view")
+    check(_state(g) == before, "6.7", "no match (a permute of a reshape): the graph is unchanged")
     check(
         x.users.count(r) == 1 and x.users.count(p) == 1, "6.7", "use set_input: users must follow"
     )

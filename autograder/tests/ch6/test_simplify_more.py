@@ -85,6 +85,9 @@ def _copies(fn, n: int, k: int):
 
 @graded("6.11", points=2)
 def test_simplify_more_keeps_eager_bits():
+    """
+    contract: Any rewrite is allowed, on one condition: the compiled program must give eager's answer bit for bit on every input: NaN, inf, -inf and -0.0 (its sign) included, integer and bool dtypes, broadcasting, every output's shape and dtype.
+    """
     made = _rewrites_something()
     check(made > 0, "6.11", "the pass rewrote nothing on the suite", got=made)
     programs = {**SUITE, **TRAPS}
@@ -107,6 +110,10 @@ def test_simplify_more_keeps_eager_bits():
 
 @graded("6.11", points=1)
 def test_simplify_more_counts_and_keeps_the_graph_sound():
+    """
+    contract: Rewrite ``graph`` in place so it computes the same with fewer ops; return how many rewrites.
+    contract: Count one rewrite per node you replace (its uses rerouted to another node) or change in place; return 0 exactly when the graph is unchanged
+    """
     made = _rewrites_something()
     check(made > 0, "6.11", "the pass rewrote nothing on the suite", got=made)
     wrong, broken = {}, {}
