@@ -308,7 +308,7 @@ def write_back_pops_none(writes, values):
 # ---------------------------------------------------------------- 9.5 donations
 
 
-def _donations(plan, *, later=True, through_views=True, follow=True, in_place=True,
+def _donations(plan, *, later=True, through_views=True, follow=True, in_place=True, deep=True,
                same=True, own_shape=False, one_level=False):  # fmt: skip
     if not plan.donated:
         return {}
@@ -323,6 +323,9 @@ def _donations(plan, *, later=True, through_views=True, follow=True, in_place=Tr
     for o, i in plan.donated.items():
         s = o
         while follow and s in made and is_view(made[s][1]) and made[s][1].args:
+            if not deep:  # one step back only
+                s = made[s][1].args[0]
+                break
             s = made[s][1].args[0]
         if s not in made:
             continue
@@ -358,6 +361,11 @@ def donations_views_not_reads(plan):
 @mutant("9.5", "does not follow an output's views back to the step that computes it")
 def donations_no_follow(plan):
     return _donations(plan, follow=False)
+
+
+@mutant("9.5", "follows an output's views back one step only (a view of a view stops there)")
+def donations_one_view_back(plan):
+    return _donations(plan, deep=False)
 
 
 @mutant("9.5", "lets any step that reads the input write into it (a matmul, a transpose)")

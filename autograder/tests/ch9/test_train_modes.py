@@ -81,6 +81,8 @@ _DONATIONS = [
      lambda w, g: (g * 2.0)[:3], [(3,), (6,)], [(0, 0)], []),
     ("the output's shape, not its step's", lambda w, g: (g * 0.5).reshape((3, 1)),
      [(3,), (3,)], [(0, 0)], [(0, 0, (3, 1))]),
+    ("an output that is a view of a view of its step's result (followed back to the mul)",
+     lambda w, g: (g * 0.5).reshape((3, 1)).T, [(3,), (3,)], [(0, 0)], [(0, 0, (1, 3))]),
     ("a step that reads the input in another shape", lambda w, g: (w - g).reshape((3, 1)),
      [(3,), (3,)], [(0, 0)], []),
     ("an output that is a view of an input", lambda w, g: (w.reshape((3, 1)), g * 2.0),
