@@ -358,3 +358,129 @@ def grow_group_last_consumer(group, refusals, recomputed):
 @mutant("7.5", "orders the subgraph by graph position only: the anchor is not first")
 def build_fused_node_position_order(graph, group, name):
     return _build(graph, group, name, first=False)
+
+
+# ---------------------------------------------------------------- issue 43: promises that
+# nothing is changed, and untried cases
+
+
+@mutant("7.1", "adds the producer to the group to count the limit, and leaves it there")
+def can_fuse_trial_add(producer, consumer, group):
+    ok, why = _can_fuse(producer, consumer, group)
+    if ok:
+        group.add(producer)  # "with the producer": counted by adding it, never taken back
+    return ok, why
+
+
+@mutant("7.3", "records the producer's side in group.side while deciding")
+def reduce_rule_records_side(producer, consumer, group):
+    from solutions.reference import ch7 as ref
+
+    why = ref.reduce_rule(producer, consumer, group)
+    if why is None and group.reduce is not None:
+        group.side[producer] = group.side.get(consumer, "post")
+    return why
+
+
+@mutant("7.4", "remembers the anchor in group.anchor when it allows it")
+def anchor_rule_sets_anchor(producer, consumer, group):
+    from solutions.reference import ch7 as ref
+
+    why = ref.anchor_rule(producer, consumer, group)
+    if why is None and kind_of(producer) is OpKind.ANCHOR:
+        group.anchor = producer
+    return why
+
+
+@mutant("7.2", "recomputes any cheap refused producer, whatever the reason (a broadcast one too)")
+def grow_group_recompute_any_reason(group, refusals, recomputed):
+    def outside_when_cheap(p, consumer, g):
+        ok, why = can_fuse(p, consumer, g)
+        if not ok and why != R.UNFUSABLE and is_cheap(p):
+            return False, R.OUTSIDE
+        return ok, why
+
+    _grow_with(outside_when_cheap, group, refusals, recomputed)
+
+
+def _grow_with(fuse, group, refusals, recomputed, stale_users=False):
+    graph = group.root.graph
+    pos = group.position
+    tried = set()
+    while True:
+        cands = {
+            i
+            for m in group.members
+            if m is not group.anchor
+            for i in m.inputs
+            if i.op not in ("input", "const") and i not in group and i not in tried
+        }
+        if not cands:
+            return
+        p = max(cands, key=pos)
+        tried.add(p)
+        consumer = min((u for u in p.users if u in group), key=pos)
+        ok, why = fuse(p, consumer, group)
+        if ok:
+            group.add(p)
+        elif why == R.OUTSIDE and is_cheap(p):
+            copy = graph.add_node(p.op, p.inputs, p.attrs, p.spec, where=p.where)
+            graph.nodes.remove(copy)
+            graph.nodes.insert(graph.nodes.index(p) + 1, copy)
+            for u in [u for u in dict.fromkeys(p.users) if u in group]:
+                for k, i in enumerate(u.inputs):
+                    if i is p:
+                        if stale_users:  # the input swapped by hand: p.users still lists u
+                            u.inputs[k] = copy
+                            copy.users.append(u)
+                        else:
+                            set_input(u, k, copy)
+            group.add(copy)
+            recomputed.append((p, copy))
+        else:
+            refusals.append(Refusal(p, consumer, why))
+
+
+@mutant("7.2", "points the group's uses at the copy by hand: the producer's users list goes stale")
+def grow_group_stale_users(group, refusals, recomputed):
+    _grow_with(can_fuse, group, refusals, recomputed, stale_users=True)
+
+
+@mutant("7.5", "builds and places the fused node before the outside check: a refused group "
+        "leaves a half-edited graph")  # fmt: skip
+def build_fused_node_edits_then_refuses(graph, group, name):
+    root = group.root
+    for m in group.members:
+        for u in m.users:
+            if u not in group and reaches(u, group):
+                raise OpError("fuse", f"%{m.name} -> %{u.name}: would create a cycle")
+    ext = group.external_inputs()
+    sub = Graph(name)
+    env = {i: sub.add_input(i.spec, i.name) for i in ext}
+    members = sorted(group.members, key=lambda n: (n is not group.anchor, group.position(n)))
+    for m in members:
+        env[m] = sub.add_node(m.op, [env[i] for i in m.inputs], m.attrs, m.spec, where=m.where)
+    sub.set_outputs([env[root]], ("leaf", 0))
+    attrs = {"graph": sub, "kind": group.kind, "name": name}
+    node = graph.add_node("fused", ext, attrs, root.spec, where=root.where)
+    for m in group.members:
+        if m is not root and (any(u not in group for u in m.users) or m in graph.outputs):
+            raise OpError("fuse", f"%{m.name} ({m.op}): value needed outside the group")
+    graph.nodes.remove(node)
+    graph.nodes.insert(graph.nodes.index(root), node)
+    replace_all_uses(root, node)
+    gone = set(group.members)
+    graph.nodes = [n for n in graph.nodes if n not in gone]
+    for m in group.members:
+        for i in m.inputs:
+            if i not in gone:
+                i.users.remove(m)
+    return node
+
+
+@mutant("7.5", "checks 'needed outside' before 'would create a cycle'")
+def build_fused_node_outside_first(graph, group, name):
+    for m in group.members:
+        if m is not group.root and (any(u not in group for u in m.users) or m in graph.outputs):
+            raise OpError("fuse", f"%{m.name} ({m.op}): value needed outside the group")
+    return _build(graph, group, name)
