@@ -398,3 +398,260 @@ def matmul_kernel_stale_edge(tile, dtype):
 @mutant("4.5", "tiles and sums in float64 whatever the dtype: slow on consumer GPUs, inexact int64")
 def matmul_kernel_float64(tile, dtype):
     return ref.matmul_kernel(tile, numba.float64)
+
+
+# ---------------------------------------------------------------- issue 43: untried layouts,
+# extremes and empty blocks
+
+
+@mutant("4.1", "a fast path: an input whose last stride is 1 and shape is out's is read at offset + i")
+def map_kernel_last_stride_fast_path(fn):
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        same = len(a_shape) == len(out_shape) and a_strides[len(a_strides) - 1] == 1
+        for d in range(len(a_shape)):
+            if a_shape[d] != out_shape[d]:
+                same = False
+        i = cuda.grid(1)
+        while i < out_size:
+            if same:  # "contiguous", judged by the last stride alone
+                out[i] = fn(a[a_offset + i])
+            else:
+                to_index(i, out_shape, oi)
+                broadcast_index(oi, out_shape, a_shape, ai)
+                out[i] = fn(a[index_to_position(ai, a_strides, a_offset)])
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+@mutant("4.1", "broadcast_index skipped when a has out's rank: a size-1 axis is read at index > 0")
+def map_kernel_same_rank_no_broadcast(fn):
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        i = cuda.grid(1)
+        while i < out_size:
+            to_index(i, out_shape, oi)
+            if len(a_shape) == len(out_shape):
+                p = index_to_position(oi, a_strides, a_offset)
+            else:
+                broadcast_index(oi, out_shape, a_shape, ai)
+                p = index_to_position(ai, a_strides, a_offset)
+            out[i] = fn(a[min(p, a.size - 1)])
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+@mutant("4.2", "a fast path: inputs whose last stride is 1 and shape is out's are read at offset + i")
+def zip_kernel_last_stride_fast_path(fn):
+    def kernel(
+        out, out_shape, out_size, a, a_shape, a_strides, a_offset, b, b_shape, b_strides, b_offset
+    ):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        bi = cuda.local.array(MAX_DIMS, numba.int64)
+        same = len(a_shape) == len(out_shape) and len(b_shape) == len(out_shape)
+        same = same and a_strides[len(a_shape) - 1] == 1 and b_strides[len(b_shape) - 1] == 1
+        for d in range(len(out_shape)):
+            if same and (a_shape[d] != out_shape[d] or b_shape[d] != out_shape[d]):
+                same = False
+        i = cuda.grid(1)
+        while i < out_size:
+            if same:
+                out[i] = fn(a[a_offset + i], b[b_offset + i])
+            else:
+                to_index(i, out_shape, oi)
+                broadcast_index(oi, out_shape, a_shape, ai)
+                broadcast_index(oi, out_shape, b_shape, bi)
+                x = a[index_to_position(ai, a_strides, a_offset)]
+                out[i] = fn(x, b[index_to_position(bi, b_strides, b_offset)])
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+@mutant("4.2", "b's index taken from a's: b broadcast like a (right only when the shapes agree)")
+def zip_kernel_b_like_a(fn):
+    def kernel(
+        out, out_shape, out_size, a, a_shape, a_strides, a_offset, b, b_shape, b_strides, b_offset
+    ):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        i = cuda.grid(1)
+        while i < out_size:
+            to_index(i, out_shape, oi)
+            broadcast_index(oi, out_shape, a_shape, ai)
+            x = a[index_to_position(ai, a_strides, a_offset)]
+            if len(b_shape) == len(a_shape):
+                q = index_to_position(ai, b_strides, b_offset)
+            else:
+                q = index_to_position(oi, b_strides, b_offset)
+            out[i] = fn(x, b[min(q, b.size - 1)])
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+@mutant("4.3", "a block with no elements writes nothing: its out[b] keeps whatever was there")
+def block_sum_kernel_skips_empty_blocks(threads, dtype):
+    def kernel(out, a, size):
+        cache = cuda.shared.array(threads, dtype)
+        t = cuda.threadIdx.x
+        i = cuda.grid(1)
+        acc = dtype(0)
+        while i < size:
+            acc += a[i]
+            i += cuda.gridsize(1)
+        cache[t] = acc
+        step = threads // 2
+        while step > 0:
+            cuda.syncthreads()
+            if t < step:
+                cache[t] += cache[t + step]
+            step //= 2
+        cuda.syncthreads()
+        if t == 0 and cuda.blockIdx.x * threads < size:  # "only blocks that had data"
+            out[cuda.blockIdx.x] = cache[0]
+
+    return kernel
+
+
+@mutant("4.4", "threads past the end of the axis put 0 in the cache, not the start value")
+def reduce_kernel_idle_zero(fn, start, threads, dtype):
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset, axis):
+        cache = cuda.shared.array(threads, dtype)
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        t = cuda.threadIdx.x
+        n = a_shape[axis]
+        o = cuda.blockIdx.x
+        while o < out_size:
+            to_index(o, out_shape, oi)
+            base = index_to_position(oi, a_strides, a_offset)
+            if t < n:
+                acc = start
+                j = t
+                while j < n:
+                    acc = fn(acc, a[base + j * a_strides[axis]])
+                    j += threads
+                cache[t] = acc
+            else:
+                cache[t] = 0  # "an idle thread adds nothing"
+            step = threads // 2
+            while step > 0:
+                cuda.syncthreads()
+                if t < step:
+                    cache[t] = fn(cache[t], cache[t + step])
+                step //= 2
+            cuda.syncthreads()
+            if t == 0:
+                out[o] = cache[0]
+            cuda.syncthreads()
+            o += cuda.gridDim.x
+
+    return kernel
+
+
+@mutant("4.4", "the axis's elements found with the output's strides (contiguous assumed)")
+def reduce_kernel_out_strides(fn, start, threads, dtype):
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset, axis):
+        cache = cuda.shared.array(threads, dtype)
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        t = cuda.threadIdx.x
+        n = a_shape[axis]
+        # C-order stride of the axis, as if a were contiguous
+        stride = 1
+        for d in range(axis + 1, len(a_shape)):
+            stride *= a_shape[d]
+        o = cuda.blockIdx.x
+        while o < out_size:
+            to_index(o, out_shape, oi)
+            base = index_to_position(oi, a_strides, a_offset)
+            acc = start
+            j = t
+            while j < n:
+                acc = fn(acc, a[min(base + j * stride, a.size - 1)])
+                j += threads
+            cache[t] = acc
+            step = threads // 2
+            while step > 0:
+                cuda.syncthreads()
+                if t < step:
+                    cache[t] = fn(cache[t], cache[t + step])
+                step //= 2
+            cuda.syncthreads()
+            if t == 0:
+                out[o] = cache[0]
+            cuda.syncthreads()
+            o += cuda.gridDim.x
+
+    return kernel
+
+
+@mutant("4.5", "rows assumed contiguous: a's element (r, c) read at base + r * k + c")
+def matmul_kernel_contiguous_rows(tile, dtype):
+    def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
+        a_tile = cuda.shared.array((tile, tile), dtype)
+        b_tile = cuda.shared.array((tile, tile), dtype)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        z = cuda.blockIdx.z
+        a_base = a_offset + z * a_strides[0]
+        b_base = b_offset + z * b_strides[0]
+        acc = dtype(0)
+        for k0 in range(0, k, tile):
+            if row < n and k0 + tx < k:
+                a_tile[ty, tx] = a[min(a_base + row * k + k0 + tx, a.size - 1)]
+            else:
+                a_tile[ty, tx] = 0
+            if k0 + ty < k and col < m:
+                b_tile[ty, tx] = b[b_base + (k0 + ty) * b_strides[1] + col * b_strides[2]]
+            else:
+                b_tile[ty, tx] = 0
+            cuda.syncthreads()
+            for j in range(tile):
+                acc += a_tile[ty, j] * b_tile[j, tx]
+            cuda.syncthreads()
+        if row < n and col < m:
+            out[(z * n + row) * m + col] = acc
+
+    return kernel
+
+
+@mutant("4.5", "NaN products skipped (meant for the zero-filled padding): inf * 0 and NaN inputs vanish")
+def matmul_kernel_nan_skip(tile, dtype):
+    # adds a product only when it is finite-looking (x == x): a NaN or inf*0 product is dropped
+    def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
+        a_tile = cuda.shared.array((tile, tile), dtype)
+        b_tile = cuda.shared.array((tile, tile), dtype)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        col = cuda.blockIdx.x * tile + tx
+        row = cuda.blockIdx.y * tile + ty
+        z = cuda.blockIdx.z
+        a_base = a_offset + z * a_strides[0]
+        b_base = b_offset + z * b_strides[0]
+        acc = dtype(0)
+        for k0 in range(0, k, tile):
+            if row < n and k0 + tx < k:
+                a_tile[ty, tx] = a[a_base + row * a_strides[1] + (k0 + tx) * a_strides[2]]
+            else:
+                a_tile[ty, tx] = 0
+            if k0 + ty < k and col < m:
+                b_tile[ty, tx] = b[b_base + (k0 + ty) * b_strides[1] + col * b_strides[2]]
+            else:
+                b_tile[ty, tx] = 0
+            cuda.syncthreads()
+            for j in range(tile):
+                p = a_tile[ty, j] * b_tile[j, tx]
+                if p == p:  # "skip the padding's NaNs"
+                    acc += p
+            cuda.syncthreads()
+        if row < n and col < m:
+            out[(z * n + row) * m + col] = acc
+
+    return kernel
