@@ -137,7 +137,6 @@ def test_can_fuse_outside_value_and_cycle():
     """
     contract: a user of the producer outside the group reaches the group
     contract: a user of the producer is outside the group, or the producer is a graph output
-    contract: %3 = mul(%2, %y) ; return (%3, %2)
     """
     g, (x, y) = graph((3, 4), (3, 4))
     p = node(g, "mul", x, y)
