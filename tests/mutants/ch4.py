@@ -404,7 +404,9 @@ def matmul_kernel_float64(tile, dtype):
 # extremes and empty blocks
 
 
-@mutant("4.1", "a fast path: an input whose last stride is 1 and shape is out's is read at offset + i")
+@mutant(
+    "4.1", "a fast path: an input whose last stride is 1 and shape is out's is read at offset + i"
+)
 def map_kernel_last_stride_fast_path(fn):
     def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset):
         oi = cuda.local.array(MAX_DIMS, numba.int64)
@@ -445,7 +447,9 @@ def map_kernel_same_rank_no_broadcast(fn):
     return kernel
 
 
-@mutant("4.2", "a fast path: inputs whose last stride is 1 and shape is out's are read at offset + i")
+@mutant(
+    "4.2", "a fast path: inputs whose last stride is 1 and shape is out's are read at offset + i"
+)
 def zip_kernel_last_stride_fast_path(fn):
     def kernel(
         out, out_shape, out_size, a, a_shape, a_strides, a_offset, b, b_shape, b_strides, b_offset
@@ -622,7 +626,9 @@ def matmul_kernel_contiguous_rows(tile, dtype):
     return kernel
 
 
-@mutant("4.5", "NaN products skipped (meant for the zero-filled padding): inf * 0 and NaN inputs vanish")
+@mutant(
+    "4.5", "NaN products skipped (meant for the zero-filled padding): inf * 0 and NaN inputs vanish"
+)
 def matmul_kernel_nan_skip(tile, dtype):
     # adds a product only when it is finite-looking (x == x): a NaN or inf*0 product is dropped
     def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):

@@ -213,7 +213,9 @@ def loop_strides_numpy_ints(shape: tuple, strides: tuple, out_shape: tuple) -> t
     return tuple(np.array(ref.loop_strides(shape, strides, out_shape), dtype=np.int64))
 
 
-@mutant("7.6", "a size-1 axis keeps its stride when the output's axis is larger only on the last axis")
+@mutant(
+    "7.6", "a size-1 axis keeps its stride when the output's axis is larger only on the last axis"
+)
 def loop_strides_size_one_last_only(shape: tuple, strides: tuple, out_shape: tuple) -> tuple:
     got = list(ref.loop_strides(shape, strides, out_shape))
     lead = len(out_shape) - len(shape)
@@ -278,7 +280,7 @@ def structure_key_short_constant(graph: Graph, layouts: list) -> str:
         attrs = sorted((k, repr(v)) for k, v in n.attrs.items())
         value = ""
         if n.op == "const" and n.spec.size == 1:
-            value = "%g" % n.value.numpy().reshape(-1)[0].item()
+            value = f"{n.value.numpy().reshape(-1)[0].item():g}"
         inputs = [where[i] for i in n.inputs]
         lines.append(f"{n.op}|{attrs}|{n.spec.dtype.name}|{n.spec.ndim}|{inputs}|{value}")
     lines.append(f"out {where[graph.outputs[0]]}")
@@ -289,7 +291,9 @@ def structure_key_short_constant(graph: Graph, layouts: list) -> str:
 @mutant("7.10", "the values of every constant go in: a new weight value compiles a new kernel")
 def structure_key_every_constant(graph: Graph, layouts: list) -> str:
     extra = [n.value.numpy().tobytes() for n in graph.nodes if n.op == "const"]
-    return hashlib.sha256(ref.structure_key(graph, layouts).encode() + b"".join(extra)).hexdigest()[:16]
+    return hashlib.sha256(ref.structure_key(graph, layouts).encode() + b"".join(extra)).hexdigest()[
+        :16
+    ]
 
 
 @mutant("7.8", "every loop is loop.loop: nested prange loops")

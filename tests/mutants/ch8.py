@@ -658,14 +658,22 @@ def check_fixed_alignment(buffers, alignment=ALIGNMENT):
 
 @mutant("8.7", "a misaligned buffer is still compared in pairs")
 def check_misaligned_in_pairs(buffers, alignment=ALIGNMENT):
-    bad = [(b.slot, b.slot) for b in buffers if b.offset is None or b.offset < 0 or b.offset % alignment]
+    bad = [
+        (b.slot, b.slot)
+        for b in buffers
+        if b.offset is None or b.offset < 0 or b.offset % alignment
+    ]
     ok = [b for b in buffers if b.offset is not None]
     pairs = [
         (min(a.slot, b.slot), max(a.slot, b.slot))
         for i, a in enumerate(ok)
         for b in ok[i + 1 :]
-        if a.start <= b.end and b.start <= a.end and a.nbytes and b.nbytes
-        and a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes
+        if a.start <= b.end
+        and b.start <= a.end
+        and a.nbytes
+        and b.nbytes
+        and a.offset < b.offset + b.nbytes
+        and b.offset < a.offset + a.nbytes
     ]
     return sorted(bad + pairs)
 
@@ -687,7 +695,10 @@ def bind_views_every_slot(arena, buffers):
     return out
 
 
-@mutant("8.9", "empty buffers put one byte past the top: they take no bytes, but the offset is misaligned")
+@mutant(
+    "8.9",
+    "empty buffers put one byte past the top: they take no bytes, but the offset is misaligned",
+)
 def place_empty_on_top(buffers, alignment=ALIGNMENT):
     got = ref.place_buffers(buffers, alignment)
     top = max((got[b.slot] + _al(b.nbytes, alignment) for b in buffers), default=0)

@@ -334,7 +334,11 @@ def test_greedy_order_and_lowest_offset():
         expected=(576, [0, 512, 0, 256]),
     )
     # equal sizes: the earlier start goes first, then the smaller slot (not the slot alone)
-    bs = [Buffer(1, 64, F32, 2, 3, [1]), Buffer(2, 64, F32, 0, 3, [2]), Buffer(3, 64, F32, 0, 1, [3])]
+    bs = [
+        Buffer(1, 64, F32, 2, 3, [1]),
+        Buffer(2, 64, F32, 0, 3, [2]),
+        Buffer(3, 64, F32, 0, 1, [3]),
+    ]
     size = greedy_by_size(bs)
     offs = [b.offset for b in bs]
     check(
