@@ -228,6 +228,8 @@ def _reduce(
     unit_step=False,
     one_thread=False,
     tree=None,
+    idle_zero=False,
+    c_order_stride=False,
 ):
     combine = fn if tree is None else tree
 
@@ -237,6 +239,10 @@ def _reduce(
         t = cuda.threadIdx.x
         n = a_shape[axis]
         stride = 1 if unit_step else a_strides[axis]
+        if c_order_stride:  # as if a were contiguous
+            stride = 1
+            for d in range(axis + 1, len(a_shape)):
+                stride *= a_shape[d]
         o = cuda.blockIdx.x
         while o < out_size:
             to_index(o, out_shape, oi)
@@ -253,7 +259,7 @@ def _reduce(
             while j < n:
                 acc = fn(acc, a[min(base + j * stride, a.size - 1)])
                 j += threads
-            cache[t] = acc
+            cache[t] = dtype(0) if idle_zero and t >= n else acc  # "an idle thread adds nothing"
             step = threads // 2
             while step > 0:
                 cuda.syncthreads()
@@ -312,6 +318,8 @@ def _matmul(
     b_swap=False,
     out_guard=True,
     a_fill=True,
+    contiguous_rows=False,
+    skip_nan=False,
 ):
     def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
         a_tile = cuda.shared.array((tile, tile), dtype)
@@ -334,6 +342,8 @@ def _matmul(
         for k0 in range(0, k, tile):
             if row < n and (k0 + tx < k or not k_guard):
                 p = a_base + row * a_strides[1] + (k0 + tx) * a_strides[2]
+                if contiguous_rows:  # a's element (row, c) taken at base + row * k + c
+                    p = a_base + row * k + k0 + tx
                 a_tile[ty, tx] = a[min(p, a.size - 1)]
             elif a_fill:
                 a_tile[ty, tx] = 0
@@ -346,7 +356,9 @@ def _matmul(
                 b_tile[ty, tx] = 0
             cuda.syncthreads()
             for j in range(tile):
-                acc += a_tile[ty, j] * b_tile[j, tx]
+                x = a_tile[ty, j] * b_tile[j, tx]
+                if x == x or not skip_nan:  # "skip the padding's NaNs"
+                    acc += x
             if second_barrier:
                 cuda.syncthreads()
         if (row < n and col < m) or not out_guard:
@@ -525,139 +537,21 @@ def block_sum_kernel_skips_empty_blocks(threads, dtype):
 
 @mutant("4.4", "threads past the end of the axis put 0 in the cache, not the start value")
 def reduce_kernel_idle_zero(fn, start, threads, dtype):
-    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset, axis):
-        cache = cuda.shared.array(threads, dtype)
-        oi = cuda.local.array(MAX_DIMS, numba.int64)
-        t = cuda.threadIdx.x
-        n = a_shape[axis]
-        o = cuda.blockIdx.x
-        while o < out_size:
-            to_index(o, out_shape, oi)
-            base = index_to_position(oi, a_strides, a_offset)
-            if t < n:
-                acc = start
-                j = t
-                while j < n:
-                    acc = fn(acc, a[base + j * a_strides[axis]])
-                    j += threads
-                cache[t] = acc
-            else:
-                cache[t] = 0  # "an idle thread adds nothing"
-            step = threads // 2
-            while step > 0:
-                cuda.syncthreads()
-                if t < step:
-                    cache[t] = fn(cache[t], cache[t + step])
-                step //= 2
-            cuda.syncthreads()
-            if t == 0:
-                out[o] = cache[0]
-            cuda.syncthreads()
-            o += cuda.gridDim.x
-
-    return kernel
+    return _reduce(fn, start, threads, dtype, idle_zero=True)
 
 
-@mutant("4.4", "the axis's elements found with the output's strides (contiguous assumed)")
-def reduce_kernel_out_strides(fn, start, threads, dtype):
-    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset, axis):
-        cache = cuda.shared.array(threads, dtype)
-        oi = cuda.local.array(MAX_DIMS, numba.int64)
-        t = cuda.threadIdx.x
-        n = a_shape[axis]
-        # C-order stride of the axis, as if a were contiguous
-        stride = 1
-        for d in range(axis + 1, len(a_shape)):
-            stride *= a_shape[d]
-        o = cuda.blockIdx.x
-        while o < out_size:
-            to_index(o, out_shape, oi)
-            base = index_to_position(oi, a_strides, a_offset)
-            acc = start
-            j = t
-            while j < n:
-                acc = fn(acc, a[min(base + j * stride, a.size - 1)])
-                j += threads
-            cache[t] = acc
-            step = threads // 2
-            while step > 0:
-                cuda.syncthreads()
-                if t < step:
-                    cache[t] = fn(cache[t], cache[t + step])
-                step //= 2
-            cuda.syncthreads()
-            if t == 0:
-                out[o] = cache[0]
-            cuda.syncthreads()
-            o += cuda.gridDim.x
-
-    return kernel
+@mutant("4.4", "the axis's elements found with C-order strides (contiguous assumed)")
+def reduce_kernel_c_order_stride(fn, start, threads, dtype):
+    return _reduce(fn, start, threads, dtype, c_order_stride=True)
 
 
 @mutant("4.5", "rows assumed contiguous: a's element (r, c) read at base + r * k + c")
 def matmul_kernel_contiguous_rows(tile, dtype):
-    def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
-        a_tile = cuda.shared.array((tile, tile), dtype)
-        b_tile = cuda.shared.array((tile, tile), dtype)
-        tx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        col = cuda.blockIdx.x * tile + tx
-        row = cuda.blockIdx.y * tile + ty
-        z = cuda.blockIdx.z
-        a_base = a_offset + z * a_strides[0]
-        b_base = b_offset + z * b_strides[0]
-        acc = dtype(0)
-        for k0 in range(0, k, tile):
-            if row < n and k0 + tx < k:
-                a_tile[ty, tx] = a[min(a_base + row * k + k0 + tx, a.size - 1)]
-            else:
-                a_tile[ty, tx] = 0
-            if k0 + ty < k and col < m:
-                b_tile[ty, tx] = b[b_base + (k0 + ty) * b_strides[1] + col * b_strides[2]]
-            else:
-                b_tile[ty, tx] = 0
-            cuda.syncthreads()
-            for j in range(tile):
-                acc += a_tile[ty, j] * b_tile[j, tx]
-            cuda.syncthreads()
-        if row < n and col < m:
-            out[(z * n + row) * m + col] = acc
-
-    return kernel
+    return _matmul(tile, dtype, contiguous_rows=True)
 
 
 @mutant(
     "4.5", "NaN products skipped (meant for the zero-filled padding): inf * 0 and NaN inputs vanish"
 )
 def matmul_kernel_nan_skip(tile, dtype):
-    # adds a product only when it is finite-looking (x == x): a NaN or inf*0 product is dropped
-    def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
-        a_tile = cuda.shared.array((tile, tile), dtype)
-        b_tile = cuda.shared.array((tile, tile), dtype)
-        tx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        col = cuda.blockIdx.x * tile + tx
-        row = cuda.blockIdx.y * tile + ty
-        z = cuda.blockIdx.z
-        a_base = a_offset + z * a_strides[0]
-        b_base = b_offset + z * b_strides[0]
-        acc = dtype(0)
-        for k0 in range(0, k, tile):
-            if row < n and k0 + tx < k:
-                a_tile[ty, tx] = a[a_base + row * a_strides[1] + (k0 + tx) * a_strides[2]]
-            else:
-                a_tile[ty, tx] = 0
-            if k0 + ty < k and col < m:
-                b_tile[ty, tx] = b[b_base + (k0 + ty) * b_strides[1] + col * b_strides[2]]
-            else:
-                b_tile[ty, tx] = 0
-            cuda.syncthreads()
-            for j in range(tile):
-                p = a_tile[ty, j] * b_tile[j, tx]
-                if p == p:  # "skip the padding's NaNs"
-                    acc += p
-            cuda.syncthreads()
-        if row < n and col < m:
-            out[(z * n + row) * m + col] = acc
-
-    return kernel
+    return _matmul(tile, dtype, skip_nan=True)

@@ -17,7 +17,7 @@ def _al(n, a=ALIGNMENT):
 # ---------------------------------------------------------------- 8.1 liveness
 
 
-def _live(plan, views=True, outputs=True, reads=True, nbytes=None):
+def _live(plan, views=True, outputs=True, reads=True, nbytes=None, nested=True, input_views=False):
     owner, buffers = {}, []
     for i, st in enumerate(plan.steps):
         if reads:
@@ -27,10 +27,13 @@ def _live(plan, views=True, outputs=True, reads=True, nbytes=None):
                     b.end = i
         if views and is_view(st):
             b = owner.get(st.args[0]) if st.args else None
+            if b is not None and not nested and st.args[0] != b.slot:
+                b = None  # only a buffer's own slot is followed
             if b is not None:
                 owner[st.out] = b
                 b.views.append(st.out)
-            continue
+            if b is not None or not input_views:
+                continue
         size = nbytes(st) if nbytes else step_nbytes(st)
         b = Buffer(st.out, size, st.spec.dtype, i, i, [st.out])
         owner[st.out] = b
@@ -518,25 +521,7 @@ def check_unsorted(buffers, alignment=ALIGNMENT):
 
 @mutant("8.1", "a view of a view is not followed: reading it does not keep the base alive")
 def liveness_one_view_level(plan):
-    own, buffers = {}, []
-    for i, st in enumerate(plan.steps):
-        for a in st.args:
-            b = own.get(a) or next((b for b in buffers if a in b.views), None)
-            if b is not None:
-                b.end = i
-        if is_view(st):
-            b = own.get(st.args[0]) if st.args else None  # only a buffer's own slot has a base
-            if b is not None:
-                b.views.append(st.out)
-            continue
-        b = Buffer(st.out, step_nbytes(st), st.spec.dtype, i, i, [st.out])
-        own[st.out] = b
-        buffers.append(b)
-    for s in plan.outputs:
-        b = own.get(s) or next((b for b in buffers if s in b.views), None)
-        if b is not None:
-            b.end = len(plan.steps)
-    return buffers
+    return _live(plan, nested=False)
 
 
 @mutant("8.1", "a view returned as a graph output does not keep its base alive to the end")
@@ -550,24 +535,7 @@ def liveness_output_views_die(plan):
 
 @mutant("8.1", "a view of an input gets a buffer of its own (inputs never get one)")
 def liveness_input_views(plan):
-    owner, buffers = {}, []
-    for i, st in enumerate(plan.steps):
-        for a in st.args:
-            b = owner.get(a)
-            if b is not None:
-                b.end = i
-        base = owner.get(st.args[0]) if st.args and is_view(st) else None
-        if base is not None:
-            owner[st.out] = base
-            base.views.append(st.out)
-            continue
-        b = Buffer(st.out, step_nbytes(st), st.spec.dtype, i, i, [st.out])
-        owner[st.out] = b
-        buffers.append(b)
-    for s in plan.outputs:
-        if s in owner:
-            owner[s].end = len(plan.steps)
-    return buffers
+    return _live(plan, input_views=True)
 
 
 @mutant("8.2", "no buffers: max() of an empty sequence raises instead of returning 0")
