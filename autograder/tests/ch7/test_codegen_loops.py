@@ -196,6 +196,10 @@ def test_example_row_sum_with_epilogue():
         "only the outermost loop over the kept axes is loop.loop; the other loops are range",
         source=src,
     )
+    # no folded axis at all (nred 0): one element per output, and mean divides by 1
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    got, src = _run_reduce(x, (), "mean", None, "permuted", rng)
+    assert_close(got, x * 2, "7.9", axes=(), fold="mean", source=src)
     # rows of -inf, of large negative values, and with a NaN inside: max starts at acc_init,
     # not at 0 or -1e30, and keeps a NaN once seen; the same for min on the negated rows
     x = np.array([[-np.inf, -np.inf, -np.inf], [-1e30, -3e30, -2e30], [1, np.nan, 3]], np.float32)
