@@ -124,8 +124,8 @@ def block_sum_kernel(threads, dtype):
 
     Everything is in ``dtype``, never float64 by default: a float32 sum adds float32
     numbers (consumer GPUs run float64 at 1/32-1/64 of that rate) and an int64 sum
-    stays exact (in float64 it would not, past 2**53). The tree keeps float32's
-    rounding error growing with one thread's share plus log2(threads), not with ``size``.
+    stays exact (in float64 it would not, past 2**53). With the tree, float32's rounding
+    error grows with one thread's share plus log2(threads), rather than with ``size``.
 
     Example: ``size=100``, ``threads=32``, 2 blocks: ``out[0] + out[1] == a.sum()``;
     ``block_sum_kernel(32, numba.float32)`` sums float32 tensors.

@@ -138,8 +138,8 @@ def elementwise_source(loop: Loop) -> str:
     an empty output must work. Only the outermost loop is ``loop.loop``
     (``"prange"`` or ``"range"``); every inner loop is ``range``.
 
-    Performance (graded): the kernel Numba compiles from this source is timed
-    on one thread against numpy computing the same ten-op float32 chain over
+    Performance (graded by a benchmark): the kernel Numba compiles from this source
+    is timed on one thread against numpy computing that ten-op float32 chain over
     2**20 contiguous elements; full credit needs 3x numpy's speed (1.8x: half),
     which takes a loop LLVM can vectorise.
 

@@ -303,7 +303,7 @@ def build_fused_node(graph: Graph, group: Group, name: str) -> Node:
     member), then "value needed outside the group" when a member other than
     ``group.root`` has a user outside the group or is a graph output.
 
-    The new node:
+    What the node holds:
 
     * op ``"fused"``, attrs ``{"graph": sub, "kind": group.kind, "name": name}``,
       the root's spec and ``where``; its inputs are ``group.external_inputs()``

@@ -82,7 +82,7 @@ def choose_groups(graph: Graph) -> list[list[Node]]:
 
     Example:
         >>> # %0 = max(x) ; %1 = sub(x, %0) ; %2 = exp(%1) ; %3 = sum(%2) ; %4 = div(%2, %3)
-        >>> choose_groups(g)   # sub and exp computed twice, never written to memory
+        >>> choose_groups(g)   # sub and exp computed twice, kept in registers
         [[%1, %2, %3], [%1, %2, %4]]
 
     Hints: book chapter 7, "The exercises".

@@ -228,6 +228,8 @@ def _reduce(
     unit_step=False,
     one_thread=False,
     tree=None,
+    idle_zero=False,
+    c_order_stride=False,
 ):
     combine = fn if tree is None else tree
 
@@ -237,6 +239,10 @@ def _reduce(
         t = cuda.threadIdx.x
         n = a_shape[axis]
         stride = 1 if unit_step else a_strides[axis]
+        if c_order_stride:  # as if a were contiguous
+            stride = 1
+            for d in range(axis + 1, len(a_shape)):
+                stride *= a_shape[d]
         o = cuda.blockIdx.x
         while o < out_size:
             to_index(o, out_shape, oi)
@@ -253,7 +259,7 @@ def _reduce(
             while j < n:
                 acc = fn(acc, a[min(base + j * stride, a.size - 1)])
                 j += threads
-            cache[t] = acc
+            cache[t] = dtype(0) if idle_zero and t >= n else acc  # "an idle thread adds nothing"
             step = threads // 2
             while step > 0:
                 cuda.syncthreads()
@@ -312,6 +318,8 @@ def _matmul(
     b_swap=False,
     out_guard=True,
     a_fill=True,
+    contiguous_rows=False,
+    skip_nan=False,
 ):
     def kernel(out, a, a_strides, a_offset, b, b_strides, b_offset, n, k, m):
         a_tile = cuda.shared.array((tile, tile), dtype)
@@ -334,6 +342,8 @@ def _matmul(
         for k0 in range(0, k, tile):
             if row < n and (k0 + tx < k or not k_guard):
                 p = a_base + row * a_strides[1] + (k0 + tx) * a_strides[2]
+                if contiguous_rows:  # a's element (row, c) taken at base + row * k + c
+                    p = a_base + row * k + k0 + tx
                 a_tile[ty, tx] = a[min(p, a.size - 1)]
             elif a_fill:
                 a_tile[ty, tx] = 0
@@ -346,7 +356,9 @@ def _matmul(
                 b_tile[ty, tx] = 0
             cuda.syncthreads()
             for j in range(tile):
-                acc += a_tile[ty, j] * b_tile[j, tx]
+                x = a_tile[ty, j] * b_tile[j, tx]
+                if x == x or not skip_nan:  # "skip the padding's NaNs"
+                    acc += x
             if second_barrier:
                 cuda.syncthreads()
         if (row < n and col < m) or not out_guard:
@@ -398,3 +410,148 @@ def matmul_kernel_stale_edge(tile, dtype):
 @mutant("4.5", "tiles and sums in float64 whatever the dtype: slow on consumer GPUs, inexact int64")
 def matmul_kernel_float64(tile, dtype):
     return ref.matmul_kernel(tile, numba.float64)
+
+
+# ---------------------------------------------------------------- issue 43: untried layouts,
+# extremes and empty blocks
+
+
+@mutant(
+    "4.1", "a fast path: an input whose last stride is 1 and shape is out's is read at offset + i"
+)
+def map_kernel_last_stride_fast_path(fn):
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        same = len(a_shape) == len(out_shape) and a_strides[len(a_strides) - 1] == 1
+        for d in range(len(a_shape)):
+            if a_shape[d] != out_shape[d]:
+                same = False
+        i = cuda.grid(1)
+        while i < out_size:
+            if same:  # "contiguous", judged by the last stride alone
+                out[i] = fn(a[a_offset + i])
+            else:
+                to_index(i, out_shape, oi)
+                broadcast_index(oi, out_shape, a_shape, ai)
+                out[i] = fn(a[index_to_position(ai, a_strides, a_offset)])
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+@mutant("4.1", "broadcast_index skipped when a has out's rank: a size-1 axis is read at index > 0")
+def map_kernel_same_rank_no_broadcast(fn):
+    def kernel(out, out_shape, out_size, a, a_shape, a_strides, a_offset):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        i = cuda.grid(1)
+        while i < out_size:
+            to_index(i, out_shape, oi)
+            if len(a_shape) == len(out_shape):
+                p = index_to_position(oi, a_strides, a_offset)
+            else:
+                broadcast_index(oi, out_shape, a_shape, ai)
+                p = index_to_position(ai, a_strides, a_offset)
+            out[i] = fn(a[min(p, a.size - 1)])
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+@mutant(
+    "4.2", "a fast path: inputs whose last stride is 1 and shape is out's are read at offset + i"
+)
+def zip_kernel_last_stride_fast_path(fn):
+    def kernel(
+        out, out_shape, out_size, a, a_shape, a_strides, a_offset, b, b_shape, b_strides, b_offset
+    ):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        bi = cuda.local.array(MAX_DIMS, numba.int64)
+        same = len(a_shape) == len(out_shape) and len(b_shape) == len(out_shape)
+        same = same and a_strides[len(a_shape) - 1] == 1 and b_strides[len(b_shape) - 1] == 1
+        for d in range(len(out_shape)):
+            if same and (a_shape[d] != out_shape[d] or b_shape[d] != out_shape[d]):
+                same = False
+        i = cuda.grid(1)
+        while i < out_size:
+            if same:
+                out[i] = fn(a[a_offset + i], b[b_offset + i])
+            else:
+                to_index(i, out_shape, oi)
+                broadcast_index(oi, out_shape, a_shape, ai)
+                broadcast_index(oi, out_shape, b_shape, bi)
+                x = a[index_to_position(ai, a_strides, a_offset)]
+                out[i] = fn(x, b[index_to_position(bi, b_strides, b_offset)])
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+@mutant("4.2", "b's index taken from a's: b broadcast like a (right only when the shapes agree)")
+def zip_kernel_b_like_a(fn):
+    def kernel(
+        out, out_shape, out_size, a, a_shape, a_strides, a_offset, b, b_shape, b_strides, b_offset
+    ):
+        oi = cuda.local.array(MAX_DIMS, numba.int64)
+        ai = cuda.local.array(MAX_DIMS, numba.int64)
+        i = cuda.grid(1)
+        while i < out_size:
+            to_index(i, out_shape, oi)
+            broadcast_index(oi, out_shape, a_shape, ai)
+            x = a[index_to_position(ai, a_strides, a_offset)]
+            if len(b_shape) == len(a_shape):
+                q = index_to_position(ai, b_strides, b_offset)
+            else:
+                q = index_to_position(oi, b_strides, b_offset)
+            out[i] = fn(x, b[min(q, b.size - 1)])
+            i += cuda.gridsize(1)
+
+    return kernel
+
+
+@mutant("4.3", "a block with no elements writes nothing: its out[b] keeps whatever was there")
+def block_sum_kernel_skips_empty_blocks(threads, dtype):
+    def kernel(out, a, size):
+        cache = cuda.shared.array(threads, dtype)
+        t = cuda.threadIdx.x
+        i = cuda.grid(1)
+        acc = dtype(0)
+        while i < size:
+            acc += a[i]
+            i += cuda.gridsize(1)
+        cache[t] = acc
+        step = threads // 2
+        while step > 0:
+            cuda.syncthreads()
+            if t < step:
+                cache[t] += cache[t + step]
+            step //= 2
+        cuda.syncthreads()
+        if t == 0 and cuda.blockIdx.x * threads < size:  # "only blocks that had data"
+            out[cuda.blockIdx.x] = cache[0]
+
+    return kernel
+
+
+@mutant("4.4", "threads past the end of the axis put 0 in the cache, not the start value")
+def reduce_kernel_idle_zero(fn, start, threads, dtype):
+    return _reduce(fn, start, threads, dtype, idle_zero=True)
+
+
+@mutant("4.4", "the axis's elements found with C-order strides (contiguous assumed)")
+def reduce_kernel_c_order_stride(fn, start, threads, dtype):
+    return _reduce(fn, start, threads, dtype, c_order_stride=True)
+
+
+@mutant("4.5", "rows assumed contiguous: a's element (r, c) read at base + r * k + c")
+def matmul_kernel_contiguous_rows(tile, dtype):
+    return _matmul(tile, dtype, contiguous_rows=True)
+
+
+@mutant(
+    "4.5", "NaN products skipped (meant for the zero-filled padding): inf * 0 and NaN inputs vanish"
+)
+def matmul_kernel_nan_skip(tile, dtype):
+    return _matmul(tile, dtype, skip_nan=True)

@@ -200,3 +200,113 @@ def body_lines_inline_passed_consts(graph: Graph, names: dict) -> list:
         if node.op == "const":
             names.pop(node, None)
     return ref.body_lines(graph, names)
+
+
+# ---------------------------------------------------------------- issue 43: extremes, untried
+# layouts and unchecked promises
+
+
+@mutant("7.6", "numpy arithmetic: returns numpy integers, not one int per axis")
+def loop_strides_numpy_ints(shape: tuple, strides: tuple, out_shape: tuple) -> tuple:
+    import numpy as np
+
+    return tuple(np.array(ref.loop_strides(shape, strides, out_shape), dtype=np.int64))
+
+
+@mutant(
+    "7.6", "a size-1 axis keeps its stride when the output's axis is larger only on the last axis"
+)
+def loop_strides_size_one_last_only(shape: tuple, strides: tuple, out_shape: tuple) -> tuple:
+    got = list(ref.loop_strides(shape, strides, out_shape))
+    lead = len(out_shape) - len(shape)
+    for d in range(len(shape) - 1):  # only the last axis is checked for broadcasting
+        if shape[d] == 1 and out_shape[lead + d] > 1:
+            got[lead + d] = strides[d]
+    return tuple(got)
+
+
+@mutant("7.7", "inlines a constant as repr(float(value)): inf and nan are not Python names")
+def body_lines_const_repr(graph: Graph, names: dict) -> list:
+    lines = []
+    for n in graph.nodes:
+        if n in names:
+            continue
+        if n.op == "const":
+            names[n] = repr(float(n.value.numpy().reshape(-1)[0]))
+            continue
+        if n.op == "input":
+            continue
+        lines.append(f"v{len(lines)} = {op_expr(n, [names[i] for i in n.inputs])}")
+        names[n] = f"v{len(lines) - 1}"
+    return lines
+
+
+@mutant("7.7", "gives the inputs a statement too (v0 = a0): statements no longer one per op")
+def body_lines_copies_inputs(graph: Graph, names: dict) -> list:
+    lines = []
+    for n in graph.nodes:
+        if n.op == "const" and n not in names:
+            names[n] = literal(n.value.numpy(), n.spec.dtype)
+            continue
+        args = n.inputs
+        expr = names[n] if n in names else op_expr(n, [names[i] for i in args])
+        lines.append(f"v{len(lines)} = {expr}")
+        names[n] = f"v{len(lines) - 1}"
+    return lines
+
+
+@mutant("7.9", "a running max/min starts at 0, not at acc_init: all-negative rows give 0")
+def reduce_source_start_zero(loop: ReduceLoop) -> str:
+    src = ref.reduce_source(loop)
+    if loop.fold in ("max", "min"):
+        src = src.replace(f"acc = {loop.acc_init}\n", "acc = 0.0\n")
+    return src
+
+
+@mutant("7.9", "a running max starts at -1e30 (a 'large' number), not at acc_init: -inf rows")
+def reduce_source_start_finite(loop: ReduceLoop) -> str:
+    src = ref.reduce_source(loop)
+    if loop.fold in ("max", "min"):
+        big = "-1e30" if loop.fold == "max" else "1e30"
+        src = src.replace(f"acc = {loop.acc_init}\n", f"acc = {big}\n")
+    return src
+
+
+@mutant("7.10", "a size-1 constant's value written with %g: values 1e-7 apart share a kernel")
+def structure_key_short_constant(graph: Graph, layouts: list) -> str:
+    where = {n: k for k, n in enumerate(graph.nodes)}
+    lines = []
+    for n in graph.nodes:
+        attrs = sorted((k, repr(v)) for k, v in n.attrs.items())
+        value = ""
+        if n.op == "const" and n.spec.size == 1:
+            value = f"{n.value.numpy().reshape(-1)[0].item():g}"
+        inputs = [where[i] for i in n.inputs]
+        lines.append(f"{n.op}|{attrs}|{n.spec.dtype.name}|{n.spec.ndim}|{inputs}|{value}")
+    lines.append(f"out {where[graph.outputs[0]]}")
+    lines.append("layouts " + ",".join(layouts))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+@mutant("7.10", "the values of every constant go in: a new weight value compiles a new kernel")
+def structure_key_every_constant(graph: Graph, layouts: list) -> str:
+    extra = [n.value.numpy().tobytes() for n in graph.nodes if n.op == "const"]
+    return hashlib.sha256(ref.structure_key(graph, layouts).encode() + b"".join(extra)).hexdigest()[
+        :16
+    ]
+
+
+@mutant("7.8", "every loop is loop.loop: nested prange loops")
+def elementwise_source_nested_prange(loop: Loop) -> str:
+    src = ref.elementwise_source(loop)
+    return src.replace(" in range(n", f" in {loop.loop}(n")
+
+
+@mutant("7.8", "at ndim 0 a strided input is read at index 0, not at its offset")
+def elementwise_source_zero_d_at_zero(loop: Loop) -> str:
+    src = ref.elementwise_source(loop)
+    if loop.ndim == 0:
+        for i, lay in enumerate(loop.layouts):
+            if lay == "strided":
+                src = src.replace(f"a{i} = x{i}[o{i}]", f"a{i} = x{i}[0]")
+    return src

@@ -19,6 +19,7 @@ from minitorch.fusion.group import (
 from minitorch.fusion.reasons import Refusal
 from minitorch.passes.rewrite import replace_all_uses, set_input
 from minitorch.tracing.graph import Graph
+from solutions.reference import ch7 as ref
 
 from . import mutant
 
@@ -89,6 +90,8 @@ def _grow(
     anchor=True,
     root=False,
     first_user=True,
+    fuse=None,
+    stale_users=False,
 ):
     graph = group.root.graph
     pos = group.position
@@ -108,7 +111,7 @@ def _grow(
         consumer = (min if first_user else max)((u for u in p.users if u in group), key=pos)
         if root:
             consumer = group.root
-        ok, why = can_fuse(p, consumer, group)
+        ok, why = (fuse or can_fuse)(p, consumer, group)
         if ok:
             group.add(p)
         elif recompute and why == R.OUTSIDE and is_cheap(p):
@@ -118,7 +121,10 @@ def _grow(
                 graph.nodes.insert(graph.nodes.index(p) + 1, copy)
             for u in [u for u in dict.fromkeys(p.users) if u in group]:
                 for k, i in enumerate(u.inputs):
-                    if i is p:
+                    if i is p and stale_users:  # swapped by hand: p.users still lists u
+                        u.inputs[k] = copy
+                        copy.users.append(u)
+                    elif i is p:
                         set_input(u, k, copy)
             group.add(copy)
             recomputed.append((p, copy))
@@ -241,6 +247,7 @@ def _build(
     dedup=True,
     kind=True,
     first=True,
+    late_outside=False,
 ):
     root = group.root
     if cycle:
@@ -248,9 +255,14 @@ def _build(
             for u in m.users:
                 if u not in group and reaches(u, group):
                     raise OpError("fuse", f"%{m.name} -> %{u.name}: would create a cycle")
-    for m in group.members:
-        if m is not root and (any(u not in group for u in m.users) or m in graph.outputs):
-            raise OpError("fuse", f"%{m.name} ({m.op}): value needed outside the group")
+
+    def outside():
+        for m in group.members:
+            if m is not root and (any(u not in group for u in m.users) or m in graph.outputs):
+                raise OpError("fuse", f"%{m.name} ({m.op}): value needed outside the group")
+
+    if not late_outside:
+        outside()
     members = sorted(
         group.members, key=lambda n: (first and n is not group.anchor, group.position(n))
     )
@@ -269,6 +281,8 @@ def _build(
     sub.set_outputs([env[root]], ("leaf", 0) if leaf else None)
     attrs = {"graph": sub, "kind": group.kind if kind else "elementwise", "name": name}
     node = graph.add_node("fused", ext, attrs, root.spec, where=root.where)
+    if late_outside:  # the node is already in graph.nodes when this raises
+        outside()
     if place:
         graph.nodes.remove(node)
         graph.nodes.insert(graph.nodes.index(root), node)
@@ -358,3 +372,60 @@ def grow_group_last_consumer(group, refusals, recomputed):
 @mutant("7.5", "orders the subgraph by graph position only: the anchor is not first")
 def build_fused_node_position_order(graph, group, name):
     return _build(graph, group, name, first=False)
+
+
+# ---------------------------------------------------------------- issue 43: promises that
+# nothing is changed, and untried cases
+
+
+@mutant("7.1", "adds the producer to the group to count the limit, and leaves it there")
+def can_fuse_trial_add(producer, consumer, group):
+    ok, why = _can_fuse(producer, consumer, group)
+    if ok:
+        group.add(producer)  # "with the producer": counted by adding it, never taken back
+    return ok, why
+
+
+@mutant("7.3", "records the producer's side in group.side while deciding")
+def reduce_rule_records_side(producer, consumer, group):
+    why = ref.reduce_rule(producer, consumer, group)
+    if why is None and group.reduce is not None:
+        group.side[producer] = group.side.get(consumer, "post")
+    return why
+
+
+@mutant("7.4", "remembers the anchor in group.anchor when it allows it")
+def anchor_rule_sets_anchor(producer, consumer, group):
+    why = ref.anchor_rule(producer, consumer, group)
+    if why is None and kind_of(producer) is OpKind.ANCHOR:
+        group.anchor = producer
+    return why
+
+
+@mutant("7.2", "recomputes any cheap refused producer, whatever the reason (a broadcast one too)")
+def grow_group_recompute_any_reason(group, refusals, recomputed):
+    def outside_when_cheap(p, consumer, g):
+        ok, why = can_fuse(p, consumer, g)
+        if not ok and why != R.UNFUSABLE and is_cheap(p):
+            return False, R.OUTSIDE
+        return ok, why
+
+    _grow(group, refusals, recomputed, fuse=outside_when_cheap)
+
+
+@mutant("7.2", "points the group's uses at the copy by hand: the producer's users list goes stale")
+def grow_group_stale_users(group, refusals, recomputed):
+    _grow(group, refusals, recomputed, stale_users=True)
+
+
+@mutant("7.5", "adds the fused node before the outside check: a refused group leaves it behind")
+def build_fused_node_edits_then_refuses(graph, group, name):
+    return _build(graph, group, name, late_outside=True)
+
+
+@mutant("7.5", "checks 'needed outside' before 'would create a cycle'")
+def build_fused_node_outside_first(graph, group, name):
+    for m in group.members:
+        if m is not group.root and (any(u not in group for u in m.users) or m in graph.outputs):
+            raise OpError("fuse", f"%{m.name} ({m.op}): value needed outside the group")
+    return _build(graph, group, name)

@@ -89,3 +89,31 @@ def choose_groups(graph):  # noqa: F811
 @mutant("7.11", "no plan at all: every op its own kernel")
 def choose_groups(graph):  # noqa: F811
     return []
+
+
+# ---------------------------------------------------------------- issue 43
+
+
+@mutant("7.11", "each group also lists the inputs and constants its members read")
+def choose_groups(graph):  # noqa: F811
+    from solutions.reference.ch7_plan import choose_groups as ref
+
+    out = []
+    for group in ref(graph):
+        leaves = [i for m in group for i in m.inputs if i.op in ("input", "const")]
+        out.append(list(dict.fromkeys(leaves)) + list(group))
+    return out
+
+
+@mutant("7.11", "chains of elementwise ops by kind alone: an op marked unfusable is grouped too")
+def choose_groups(graph):  # noqa: F811
+    kinds = (OpKind.ELEMENTWISE, OpKind.BROADCAST)
+    return _components(graph, lambda n: kind_of(n) in kinds and n.op not in ("pow",))
+
+
+@mutant("7.11", "the last op of the graph starts the plan: a graph with no ops raises")
+def choose_groups(graph):  # noqa: F811
+    from solutions.reference.ch7_plan import choose_groups as ref
+
+    graph.ops[-1]  # noqa: B018  (the learner's start; IndexError on a graph of inputs only)
+    return ref(graph)

@@ -17,7 +17,7 @@ def _al(n, a=ALIGNMENT):
 # ---------------------------------------------------------------- 8.1 liveness
 
 
-def _live(plan, views=True, outputs=True, reads=True, nbytes=None):
+def _live(plan, views=True, outputs=True, reads=True, nbytes=None, nested=True, input_views=False):
     owner, buffers = {}, []
     for i, st in enumerate(plan.steps):
         if reads:
@@ -27,10 +27,13 @@ def _live(plan, views=True, outputs=True, reads=True, nbytes=None):
                     b.end = i
         if views and is_view(st):
             b = owner.get(st.args[0]) if st.args else None
+            if b is not None and not nested and st.args[0] != b.slot:
+                b = None  # only a buffer's own slot is followed
             if b is not None:
                 owner[st.out] = b
                 b.views.append(st.out)
-            continue
+            if b is not None or not input_views:
+                continue
         size = nbytes(st) if nbytes else step_nbytes(st)
         b = Buffer(st.out, size, st.spec.dtype, i, i, [st.out])
         owner[st.out] = b
@@ -510,3 +513,170 @@ def check_pair_order(buffers, alignment=ALIGNMENT):
 def check_unsorted(buffers, alignment=ALIGNMENT):
     got = ref.check_assignment(buffers, alignment)
     return [p for p in got if p[0] == p[1]] + [p for p in got if p[0] != p[1]]
+
+
+# ---------------------------------------------------------------- issue 43: extremes, untried
+# layouts and unchecked promises
+
+
+@mutant("8.1", "a view of a view is not followed: reading it does not keep the base alive")
+def liveness_one_view_level(plan):
+    return _live(plan, nested=False)
+
+
+@mutant("8.1", "a view returned as a graph output does not keep its base alive to the end")
+def liveness_output_views_die(plan):
+    buffers = _live(plan, outputs=False)
+    for b in buffers:
+        if b.slot in plan.outputs:
+            b.end = len(plan.steps)
+    return buffers
+
+
+@mutant("8.1", "a view of an input gets a buffer of its own (inputs never get one)")
+def liveness_input_views(plan):
+    return _live(plan, input_views=True)
+
+
+@mutant("8.2", "no buffers: max() of an empty sequence raises instead of returning 0")
+def lower_bound_empty_raises(buffers, alignment=ALIGNMENT):
+    steps = sorted({b.start for b in buffers})
+    return max(
+        sum(_al(b.nbytes, alignment) for b in buffers if b.start <= t <= b.end) for t in steps
+    )
+
+
+@mutant("8.2", "the alignment argument is ignored: sizes always rounded to 64")
+def lower_bound_fixed_alignment(buffers, alignment=ALIGNMENT):
+    return ref.lower_bound(buffers, ALIGNMENT)
+
+
+@mutant("8.3", "float division: sizes past 2**53 round to the wrong multiple")
+def align_float_division(nbytes, alignment=ALIGNMENT):
+    import math
+
+    return math.ceil(nbytes / alignment) * alignment
+
+
+@mutant("8.3", "rounds up with (n // a + 1) * a unless n % a == 0, done in float")
+def align_float_modulo(nbytes, alignment=ALIGNMENT):
+    return int(nbytes if nbytes % alignment == 0 else (float(nbytes) // alignment + 1) * alignment)
+
+
+@mutant("8.4", "ties in size broken by slot alone: the earlier start is not placed first")
+def greedy_ties_by_slot(buffers, alignment=ALIGNMENT):
+    return _place(sorted(buffers, key=lambda b: (-_al(b.nbytes, alignment), b.slot)), alignment)
+
+
+@mutant("8.4", "lives compared with an exclusive end: buffers touching at one step share bytes")
+def greedy_exclusive_end(buffers, alignment=ALIGNMENT):
+    saved = [(b.start, b.end) for b in buffers]
+    for b in buffers:  # shrink each life by one step, place, then restore
+        b.end = max(b.start, b.end - 1) if b.end > b.start else b.end
+    top = ref.greedy_by_size(buffers, alignment)
+    for b, (s, e) in zip(buffers, saved):
+        b.start, b.end = s, e
+    return top
+
+
+@mutant("8.4", "an empty buffer still takes one aligned block")
+def greedy_empty_takes_a_block(buffers, alignment=ALIGNMENT):
+    return _place(
+        _by_size(buffers, alignment), alignment, size_of=lambda b: _al(max(b.nbytes, 1), alignment)
+    )
+
+
+@mutant("8.5", "never fills a gap: each buffer goes above every live one")
+def first_fit_no_gaps(buffers, alignment=ALIGNMENT):
+    return _place(_by_start(buffers), alignment, gaps=False)
+
+
+@mutant("8.5", "ties in start broken by the larger buffer first, not the smaller slot")
+def first_fit_ties_by_size(buffers, alignment=ALIGNMENT):
+    return _place(sorted(buffers, key=lambda b: (b.start, -b.nbytes, b.slot)), alignment)
+
+
+@mutant("8.6", "owner[a] for every argument: an input argument raises KeyError")
+def inplace_owner_keyerror(plan, index, owner):
+    st = plan.steps[index]
+    if not is_elementwise(st):
+        return None
+    for a in st.args:
+        owner[a]  # noqa: B018  (the learner's lookup; inputs are absent)
+    return ref.inplace_source(plan, index, owner)
+
+
+@mutant("8.6", "a == b.slot: a buffer already written in place (its second slot) never qualifies")
+def inplace_own_slot_only(plan, index, owner):
+    got = ref.inplace_source(plan, index, owner)
+    return got if got is None or owner[got].slot == got else None
+
+
+@mutant("8.6", "only the first argument is considered")
+def inplace_first_arg_only(plan, index, owner):
+    got = ref.inplace_source(plan, index, owner)
+    st = plan.steps[index]
+    return got if st.args and got == st.args[0] else None
+
+
+@mutant("8.7", "the alignment argument is ignored: offsets checked against 64")
+def check_fixed_alignment(buffers, alignment=ALIGNMENT):
+    return ref.check_assignment(buffers, ALIGNMENT)
+
+
+@mutant("8.7", "a misaligned buffer is still compared in pairs")
+def check_misaligned_in_pairs(buffers, alignment=ALIGNMENT):
+    bad = [
+        (b.slot, b.slot)
+        for b in buffers
+        if b.offset is None or b.offset < 0 or b.offset % alignment
+    ]
+    ok = [b for b in buffers if b.offset is not None]
+    pairs = [
+        (min(a.slot, b.slot), max(a.slot, b.slot))
+        for i, a in enumerate(ok)
+        for b in ok[i + 1 :]
+        if a.start <= b.end
+        and b.start <= a.end
+        and a.nbytes
+        and b.nbytes
+        and a.offset < b.offset + b.nbytes
+        and b.offset < a.offset + a.nbytes
+    ]
+    return sorted(bad + pairs)
+
+
+@mutant("8.8", "the view's length counted in 4-byte elements whatever the dtype")
+def bind_views_float32_length(arena, buffers):
+    return {
+        b.slot: arena[b.offset : b.offset + b.nbytes].view(np.dtype(b.dtype))[: b.nbytes // 4]
+        for b in buffers
+    }
+
+
+@mutant("8.8", "a view for every slot of the buffer and its views, not only its own slot")
+def bind_views_every_slot(arena, buffers):
+    out = ref.bind_views(arena, buffers)
+    for b in buffers:
+        for s in list(b.slots) + list(b.views):
+            out[s] = out[b.slot]
+    return out
+
+
+@mutant(
+    "8.9",
+    "empty buffers put one byte past the top: they take no bytes, but the offset is misaligned",
+)
+def place_empty_on_top(buffers, alignment=ALIGNMENT):
+    got = ref.place_buffers(buffers, alignment)
+    top = max((got[b.slot] + _al(b.nbytes, alignment) for b in buffers), default=0)
+    for b in buffers:
+        if not b.nbytes:
+            got[b.slot] = top + 1
+    return got
+
+
+@mutant("8.9", "offsets packed by raw nbytes, then each rounded up on its own: neighbours overlap")
+def place_rounded_after(buffers, alignment=ALIGNMENT):
+    got = ref.place_buffers(buffers, 1)
+    return {s: _al(o, alignment) for s, o in got.items()}

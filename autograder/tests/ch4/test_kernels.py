@@ -13,7 +13,7 @@ import minitorch
 from autograder.harness import assert_close, check, graded
 from minitorch.cuda import backend as cb
 
-from .util import BIG, SIDE, arrays, layouts, on_device
+from .util import BIG, SIDE, arrays, layouts, on_device, padded
 
 UNARY = {
     "neg": np.negative,
@@ -38,6 +38,9 @@ BINARY = {
 @settings(max_examples=15)
 @given(data=st.data(), name=st.sampled_from(sorted(UNARY)))
 def test_map_strided(data, name):
+    """
+    contract: Return the body of a CUDA kernel that applies the device function ``fn`` elementwise.
+    """
     x = data.draw(arrays())
     t = data.draw(layouts(x))
     got = minitorch.dispatch(name, t)
@@ -47,6 +50,10 @@ def test_map_strided(data, name):
 
 @graded("4.1", points=1)
 def test_map_grid_stride_and_broadcast():
+    """
+    contract: is a strided view whose shape broadcasts to ``out_shape``
+    contract: in a grid-stride loop (the launch may have fewer threads than elements)
+    """
     # More elements than threads in the launch: only a grid-stride loop covers them all.
     x = np.linspace(-3, 3, BIG)
     assert_close((-on_device(x)).numpy(), -x, "4.1", n=BIG, threads=cb.THREADS)
@@ -55,6 +62,11 @@ def test_map_grid_stride_and_broadcast():
     out = cb.launch_map(cb.device_fn(minitorch.get_op("neg")), row._data, (4, 3), np.float64)
     got = minitorch.Tensor._make(out, "cuda").numpy()
     assert_close(got, -np.tile([1.0, -2.0, 3.0], (4, 1)), "4.1", a_shape=(3,), out_shape=(4, 3))
+    # the same rank as the output, with a size-1 axis: (1, 3) repeated into (4, 3)
+    row2 = on_device(np.array([[1.0, -2.0, 3.0]]))
+    out = cb.launch_map(cb.device_fn(minitorch.get_op("neg")), row2._data, (4, 3), np.float64)
+    got = minitorch.Tensor._make(out, "cuda").numpy()
+    assert_close(got, -np.tile([1.0, -2.0, 3.0], (4, 1)), "4.1", a_shape=(1, 3), out_shape=(4, 3))
     # A 0-d tensor and a cast go through the same kernel.
     assert_close(on_device(np.array(2.0)).exp().numpy(), np.exp(2.0), "4.1", x=2.0)
     y = on_device(np.array([1.7, -2.2, 0.0]))
@@ -77,6 +89,10 @@ def broadcast_pair(draw):
 @settings(max_examples=15)
 @given(data=st.data(), pair=broadcast_pair(), name=st.sampled_from(sorted(BINARY)))
 def test_zip_broadcast_strided(data, pair, name):
+    """
+    contract: Return the body of a CUDA kernel that combines two tensors with the device function ``fn``.
+    contract: ``a`` and ``b`` broadcast to ``out_shape``
+    """
     a, b = pair
     ta, tb = data.draw(layouts(a)), data.draw(layouts(b))
     got = minitorch.dispatch(name, ta, tb)
@@ -96,6 +112,10 @@ def test_zip_grid_stride():
         a_shape=(3, 1),
         b_shape=(4,),
     )
+    # two narrowed views (an offset, a last stride of 1, rows 5 apart): not contiguous
+    x, y = np.arange(6.0).reshape(2, 3), np.arange(10.0, 16.0).reshape(2, 3)
+    tx, ty = (on_device(padded(v))[..., 1:-1] for v in (x, y))
+    assert_close((tx - ty).numpy(), x - y, "4.2", a=x, b=y, strides=tx.strides, layout="narrowed")
 
 
 # ---------------------------------------------------------------- 4.3 block sum
@@ -105,6 +125,10 @@ def test_zip_grid_stride():
 @settings(max_examples=12)
 @given(n=st.integers(1, BIG), seed=st.integers(0, 100), ints=st.booleans())
 def test_block_sum(n, seed, ints):
+    """
+    contract: Return the body of a block-level sum reduction through shared memory.
+    contract: the sum of all partial sums is ``a.sum()``
+    """
     rng = np.random.default_rng(seed)
     x = rng.integers(-50, 50, n) if ints else rng.standard_normal(n)
     got = on_device(x).sum()
@@ -114,6 +138,10 @@ def test_block_sum(n, seed, ints):
 
 @graded("4.3", points=1)
 def test_block_sum_one_launch():
+    """
+    contract: Block ``b`` writes one partial sum to ``out[b]``
+    contract: the launch has ``threads`` threads per block (a power of two) and any number of blocks
+    """
     # One launch of the kernel with several blocks: out[b] holds block b's partial sum.
     # threads=1 is a power of two too: the block's one thread (thread 0) writes its sum.
     n, blocks = 3 * cb.THREADS + 5, 3
@@ -129,6 +157,15 @@ def test_block_sum_one_launch():
             sum(x[i] for i in range(n) if (i % grid) // threads == b) for b in range(blocks)
         ]
         assert_close(partial, np.array(expected), "4.3", n=n, threads=threads, blocks=blocks)
+    # fewer elements than one block has threads: blocks 1 and 2 have none and write 0
+    x = np.array([1.5, -2.0, 4.0])
+    out = cb.cuda.device_array(3, dtype=np.float64)
+    out.copy_to_device(np.full(3, np.nan))
+    cb.compiled("4.3", cb.THREADS, cb.numba_type(x.dtype))[3, cb.THREADS](
+        out, on_device(x)._data.storage, x.size
+    )
+    assert_close(out.copy_to_host(), np.array([3.5, 0.0, 0.0]), "4.3", n=3, blocks=3,
+                 threads=cb.THREADS, empty_blocks="write 0")  # fmt: skip
 
 
 # Rounded to float32, 1 + 2**-24 is 1 (a tie, to even). In [E, 1, 0, E] each E meets the 1 before
@@ -154,6 +191,10 @@ def _check_exact(got, want, exercise, **inputs):
 
 @graded("4.3", points=1)
 def test_block_sum_in_the_tensors_dtype():
+    """
+    contract: Everything is in ``dtype``, never float64 by default
+    contract: an int64 sum stays exact
+    """
     x = np.array([E, 1.0, 0.0, E], dtype=np.float32)
     _check_float32_sum(on_device(x).sum(), "4.3", x=x)
     _check_exact(on_device(BIG_INTS).sum(), BIG_INTS.sum(), "4.3", x=BIG_INTS)
@@ -168,6 +209,9 @@ REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean}
 @settings(max_examples=15)
 @given(data=st.data(), name=st.sampled_from(sorted(REDUCE)), keepdims=st.booleans())
 def test_reduce_axis(data, name, keepdims):
+    """
+    contract: Return the body of a kernel that folds one axis with the device function ``fn``.
+    """
     x = data.draw(arrays(min_dims=1, max_dims=3))
     t = data.draw(layouts(x))
     axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
@@ -178,6 +222,10 @@ def test_reduce_axis(data, name, keepdims):
 
 @graded("4.4", points=1)
 def test_reduce_long_axis_and_many_outputs(monkeypatch):
+    """
+    contract: One *block* per output element, in a block-stride loop
+    contract: ``start`` is ``fn``'s identity as a ``dtype`` scalar
+    """
     # An axis longer than the block (threads stride along it) and more outputs than blocks.
     rng = np.random.default_rng(4)
     x = rng.standard_normal((3, 5 * cb.REDUCE_THREADS + 3))
@@ -186,6 +234,12 @@ def test_reduce_long_axis_and_many_outputs(monkeypatch):
     y = rng.integers(-9, 9, (2 * cb.MAX_BLOCKS + 1, 3))
     assert_close(on_device(y).min(axis=1).numpy(), y.min(axis=1), "4.4", shape=y.shape, axis=1)
     assert_close(t.min(axis=(0, 1)).numpy(), x.min(), "4.4", shape=x.shape, axis=(0, 1))
+    # rows shorter than the block, all large and negative: threads with no element hold start
+    z = -1e30 * (1 + rng.random((2, 3)))
+    for name, rows in (("max", z), ("min", -z)):
+        got = minitorch.dispatch(name, on_device(rows), axis=1)
+        assert_close(got.numpy(), getattr(rows, name)(axis=1), "4.4", op=name, x=rows, axis=1,
+                     start="fn's identity")  # fmt: skip
     # max over every axis folds a flattened view with the same kernel.
     assert_close(on_device(x.T.copy()).T.max().numpy(), x.max(), "4.4", op="max", axis=None)
     # One thread per block is a power of two too: thread 0, the only one, writes each output.
@@ -195,6 +249,9 @@ def test_reduce_long_axis_and_many_outputs(monkeypatch):
 
 @graded("4.4", points=1)
 def test_reduce_in_the_tensors_dtype():
+    """
+    contract: ``a`` and ``out`` hold elements of ``dtype`` (a Numba type, as in 4.3) and the fold computes in it
+    """
     x = np.array([[E, 1.0, 0.0, E], [E, 0.0, 1.0, E]], dtype=np.float32)
     _check_float32_sum(on_device(x).sum(axis=1), "4.4", x=x, axis=1)
     # max and min of int64 start from an int64, not from -inf or inf
@@ -221,6 +278,9 @@ def matmul_operands(draw):
 @settings(max_examples=10)
 @given(data=st.data(), ops=matmul_operands())
 def test_matmul_tiled(data, ops):
+    """
+    contract: Return the body of a batched matrix multiply tiled through shared memory.
+    """
     a, b = ops
     ta, tb = data.draw(layouts(a)), data.draw(layouts(b))
     got = ta @ tb
@@ -229,6 +289,9 @@ def test_matmul_tiled(data, ops):
 
 @graded("4.5", points=1)
 def test_matmul_shapes_around_the_tile():
+    """
+    contract: (0 outside the matrices)
+    """
     rng = np.random.default_rng(5)
     t = cb.TILE
     for n, k, m in [(t, t, t), (t + 1, 2 * t - 1, 1), (1, 3 * t + 2, t - 1), (2 * t + 1, 1, t + 3)]:
@@ -242,6 +305,14 @@ def test_matmul_shapes_around_the_tile():
     with np.errstate(invalid="ignore"):
         got = (on_device(a) @ on_device(b)).numpy()
     assert_close(got, a @ b, "4.5", n=2, k=t + 1, m=3, tile=t, edge="zero-filled")
+    # a NaN in a row of a, an inf meeting a zero in b: those outputs are NaN, as in numpy
+    a, b = rng.standard_normal((3, t + 2)), rng.standard_normal((t + 2, 2))
+    a[1, t], a[2, 0], b[0, 1] = np.nan, np.inf, 0.0
+    with np.errstate(invalid="ignore"):
+        got, want = (on_device(a) @ on_device(b)).numpy(), a @ b
+    check(bool(np.array_equal(np.isnan(got), np.isnan(want))), "4.5",
+          "NaN and inf * 0 products make NaN outputs, as numpy's a @ b does", value=got,
+          expected=want, a=a, b=b)  # fmt: skip
     ints = rng.integers(-5, 5, (3, 2 * t + 1)), rng.integers(-5, 5, (2 * t + 1, 2))
     got = on_device(ints[0]) @ on_device(ints[1])
     check(got.dtype == np.int64, "4.5", f"int64 @ int64 should be int64, got {got.dtype}")
@@ -250,6 +321,10 @@ def test_matmul_shapes_around_the_tile():
 
 @graded("4.5", points=1)
 def test_matmul_in_the_operands_dtype():
+    """
+    contract: so a float32 matmul multiplies and adds float32
+    contract: an int64 one stays exact
+    """
     # the products E, 1, E are exact, so a fused multiply-add rounds as the plain sum does
     a, b = np.array([[E, 1.0, E]], dtype=np.float32), np.ones((3, 1), dtype=np.float32)
     _check_float32_sum(on_device(a) @ on_device(b), "4.5", a=a, b=b)

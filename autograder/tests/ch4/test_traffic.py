@@ -21,6 +21,9 @@ from .util import on_device, rerun_on_simulator
 
 @graded("4.1", points=1)
 def test_map_reads_and_writes_each_element_once(request):
+    """
+    contract: Each input element that is needed is read from global memory once per output element
+    """
     if rerun_on_simulator(request) is not None:
         return
     x = np.linspace(-1, 1, 150)
@@ -45,6 +48,9 @@ def test_map_reads_and_writes_each_element_once(request):
 
 @graded("4.3", points=2)
 def test_block_sum_uses_shared_memory(request):
+    """
+    contract: Every element of ``a`` is read from global memory exactly once; the additions of step 3 only touch shared memory
+    """
     if rerun_on_simulator(request) is not None:
         return
     n = 2 * cb.THREADS * cb.MAX_BLOCKS - 7
@@ -88,6 +94,9 @@ def test_block_sum_uses_shared_memory(request):
 
 @graded("4.4", points=1)
 def test_reduce_axis_reads_once_and_uses_shared_memory(request):
+    """
+    contract: then the block combines the ``threads`` values with a tree reduction
+    """
     if rerun_on_simulator(request) is not None:
         return
     rng = np.random.default_rng(0)
@@ -115,6 +124,9 @@ def test_reduce_axis_reads_once_and_uses_shared_memory(request):
 
 @graded("4.5", points=3)
 def test_matmul_reads_each_element_n_over_tile_times(request):
+    """
+    contract: So each global element is read ``ceil(n / tile)`` or ``ceil(m / tile)`` times, not ``n`` or ``m`` times
+    """
     if rerun_on_simulator(request) is not None:
         return
     n, tile = 4 * cb.TILE, cb.TILE

@@ -35,12 +35,27 @@ def arrays(draw, min_dims=1, max_dims=3, shape=None, dtype=np.float64, positive=
     return np.abs(x) + 0.1 if positive else x
 
 
+def padded(array):
+    """``array`` inside a wider one (a column of 77 on each side of the last axis)."""
+    wide = np.full(array.shape[:-1] + (array.shape[-1] + 2,), 77, dtype=array.dtype)
+    wide[..., 1:-1] = array
+    return wide
+
+
 @st.composite
 def layouts(draw, array):
-    """``array`` on the cuda device as a strided view: as is, transposed, or sliced with an offset."""
-    kind = draw(st.sampled_from(["contiguous", "transposed", "sliced"]))
+    """``array`` on the cuda device as a strided view: as is, transposed, sliced with an offset,
+    narrowed (an offset and a last stride of 1, rows further apart than they are long), or a
+    view of a view (a transposed tensor, narrowed)."""
+    kinds = ["contiguous", "transposed", "sliced", "narrowed", "view of a view"]
+    kind = draw(st.sampled_from(kinds)) if array.ndim else "contiguous"
     if kind == "transposed" and array.ndim >= 2:
         t = minitorch.tensor(np.ascontiguousarray(array.T)).to("cuda").T
+    elif kind == "narrowed":
+        t = minitorch.tensor(padded(array)).to("cuda")[..., 1:-1]
+    elif kind == "view of a view" and array.ndim >= 2:
+        wide = padded(array)
+        t = minitorch.tensor(np.ascontiguousarray(wide.T)).to("cuda").T[..., 1:-1]
     elif kind == "sliced":
         # every other element from the second on: an offset and a stride, other values between
         wide = np.full(array.shape[:-1] + (2 * array.shape[-1] + 1,), 77, dtype=array.dtype)

@@ -42,6 +42,29 @@ def users_consistent(graph) -> bool:
     return all(Counter(id(u) for u in n.users) == want[n] for n in graph.nodes)
 
 
+def snapshot(graph, group) -> tuple:
+    """What deciding must leave as it was: the graph's nodes with their inputs and users,
+    and the group's members, sides, reduction and anchor (by identity)."""
+    nodes = [(id(n), tuple(map(id, n.inputs)), tuple(map(id, n.users))) for n in graph.nodes]
+    side = sorted((id(n), s) for n, s in group.side.items())
+    return nodes, [id(m) for m in group.members], side, id(group.reduce), id(group.anchor)
+
+
+def deciding_only(rule, exercise):
+    """``rule`` (can_fuse, reduce_rule, anchor_rule), checked on every call to change nothing."""
+
+    def decide(producer, consumer, group):
+        before = snapshot(producer.graph, group)
+        got = rule(producer, consumer, group)
+        check(snapshot(producer.graph, group) == before, exercise,
+              f"{rule.__name__}(%{producer.name}, %{consumer.name}, group) changed the graph or "
+              "the group: the docstring says nothing is changed (it only decides)",
+              group=repr(group), graph=str(producer.graph))  # fmt: skip
+        return got
+
+    return decide
+
+
 def all_nodes(graph):
     """Every node of ``graph`` and of its fused subgraphs (inputs of subgraphs excluded)."""
     out = []

@@ -25,6 +25,10 @@ def _scalar_fn(graph, lines, names):
 
 @graded("7.7", points=1)
 def test_example_non_commutative_with_constant():
+    """
+    contract: those nodes keep their names and get no statement
+    contract: Every other ``const`` is inlined
+    """
     g = trace_function(lambda x, y: (x - y) * 2.0, [Spec((2,), F32), Spec((2,), F32)])
     names = {g.inputs[0]: "a0", g.inputs[1]: "a1"}
     lines = body_lines(g, names)
@@ -51,6 +55,9 @@ def test_example_non_commutative_with_constant():
 @settings(max_examples=30)
 @given(programs(), st.data())
 def test_statements_compute_the_program(prog, data):
+    """
+    contract: Return the statements; afterwards the output element is ``names[graph.outputs[0]]``
+    """
     steps, in_shapes = prog
     g, fn = traced(steps, [()] * len(in_shapes))  # 0-d: one element per input
     names = {n: f"a{k}" for k, n in enumerate(g.inputs)}

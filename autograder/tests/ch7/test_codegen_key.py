@@ -27,6 +27,10 @@ def sub(x, y):
 
 @graded("7.10", points=1)
 def test_merges_what_only_differs_in_sizes_or_names():
+    """
+    contract: What it does not depend on stays out: sizes, node names, the values of constants with more than one element
+    contract: Return ``hashlib.sha256(text).hexdigest()[:16]`` of a text
+    """
     a = key(sub, [(2, 3), (2, 3)], ["flat", "flat"])
     b = key(sub, [(7, 9), (7, 9)], ["flat", "flat"], names=["p", "q"])
     check(
@@ -49,6 +53,11 @@ def test_merges_what_only_differs_in_sizes_or_names():
 
 @graded("7.10", points=2)
 def test_separates_what_changes_the_code():
+    """
+    contract: A hash naming the kernel of ``graph``: equal exactly when the generated code is.
+    contract: the positions (not the names) of its inputs in ``graph.nodes``
+    contract: a size-1 constant's value (it is inlined)
+    """
     base = key(sub, [(2, 3), (2, 3)], ["flat", "flat"])
     others = {
         "the operand order": key(lambda x, y: (y - x).relu() * 2.0, [(2, 3), (2, 3)], ["flat"] * 2),
@@ -58,6 +67,12 @@ def test_separates_what_changes_the_code():
         "a layout": key(sub, [(2, 3), (2, 3)], ["flat", "strided"]),
         "an inlined constant": key(
             lambda x, y: (x - y).relu() * 3.0, [(2, 3), (2, 3)], ["flat"] * 2
+        ),
+        # float32's next value after 2.0: the literal differs in its 8th digit
+        "an inlined constant one float32 step away": key(
+            lambda x, y: (x - y).relu() * float(np.nextafter(np.float32(2), np.float32(3))),
+            [(2, 3), (2, 3)],
+            ["flat"] * 2,
         ),
         "the output": key(
             lambda x, y: ((x - y).relu() * 2.0, x - y)[1], [(2, 3), (2, 3)], ["flat"] * 2

@@ -58,6 +58,10 @@ def _expected(vals):
 
 @graded("7.8", points=1)
 def test_example_flat_and_scalar():
+    """
+    contract: Only the outermost loop is ``loop.loop``
+    contract: a ``"scalar"`` input is one element, ``xk[ok]``, for every ``p``
+    """
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.full((2, 3), 10, np.float32)
     c = np.array([3], np.float32)
@@ -91,6 +95,9 @@ def test_example_flat_and_scalar():
 @settings(max_examples=40)
 @given(shapes(min_side=0), st.lists(st.sampled_from(KINDS), min_size=3, max_size=3), st.data())
 def test_every_layout_reads_the_right_elements(sh, kinds, data):
+    """
+    contract: a ``"strided"`` input needs the general index
+    """
     out_shape, ins = sh
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     ins = (ins * 3)[:3]
@@ -162,6 +169,10 @@ FOLD = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
 
 @graded("7.9", points=1)
 def test_example_row_sum_with_epilogue():
+    """
+    contract: Only the outermost loop over the kept axes is ``loop.loop``
+    contract: start ``acc`` at ``acc_init``
+    """
     rng = np.random.default_rng(0)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     got, src = _run_reduce(x, (1,), "sum", np.array([100, 200], np.float32), rng=rng)
@@ -185,6 +196,19 @@ def test_example_row_sum_with_epilogue():
         "only the outermost loop over the kept axes is loop.loop; the other loops are range",
         source=src,
     )
+    # no folded axis at all (nred 0): one element per output, and mean divides by 1
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    got, src = _run_reduce(x, (), "mean", None, "permuted", rng)
+    assert_close(got, x * 2, "7.9", axes=(), fold="mean", source=src)
+    # rows of -inf, of large negative values, and with a NaN inside: max starts at acc_init,
+    # not at 0 or -1e30, and keeps a NaN once seen; the same for min on the negated rows
+    x = np.array([[-np.inf, -np.inf, -np.inf], [-1e30, -3e30, -2e30], [1, np.nan, 3]], np.float32)
+    for fold, rows in (("max", x), ("min", -x)):
+        got, src = _run_reduce(rows, (1,), fold, None, "contiguous", rng)
+        want = FOLD[fold](rows * 2, axis=1)
+        check(np.array_equal(got, want, equal_nan=True), "7.9", f"{fold} of rows all -inf, all "
+              "large and negative (min: positive), or with a NaN: start acc at acc_init, keep NaN",
+              value=got, rows=rows, expected=want, source=src)  # fmt: skip
 
 
 @graded("7.9", points=3)
@@ -197,11 +221,23 @@ def test_example_row_sum_with_epilogue():
     st.data(),
 )
 def test_fold_any_axes_any_layout(shape, fold, kind, epilogue, data):
+    """
+    contract: ``max``/``min`` keep the larger/smaller and, as numpy does, a NaN once seen
+    contract: ``mean`` then divides by the count of folded elements
+    """
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     nd = len(shape)
     # no folded axes at all (nred 0) is one element per output: mean divides by 1
     axes = tuple(sorted(data.draw(st.sets(st.integers(0, nd - 1)))))
     x = rng.standard_normal(shape).astype(np.float32)
+    # extremes: all large and negative, +-inf, a large magnitude with a small spread
+    extreme = data.draw(st.sampled_from(["normal", "normal", "-1e30", "inf", "1e6 + small"]))
+    if extreme == "-1e30":
+        x = (np.abs(x) + 1) * np.float32(-1e30)
+    elif extreme == "inf":
+        x = np.where(x < 0, -np.inf, np.inf).astype(np.float32)
+    elif extreme == "1e6 + small":
+        x = (x + np.float32(1e6)).astype(np.float32)
     if data.draw(st.booleans()):
         x.reshape(-1)[rng.integers(0, x.size)] = np.nan  # NaN must win max/min, as in numpy
     keep = tuple(a for a in range(nd) if a not in axes)

@@ -76,6 +76,9 @@ def test_random_programs_compiled_equal_eager(prog, kind, data):
 
 @graded("7.8", points=1)
 def test_zero_size_and_zero_d():
+    """
+    contract: Any ``ndim`` (0 included) and an empty output must work.
+    """
     f = lambda x, y: (x * y - y).relu()  # noqa: E731
     for shape in [(0, 3), (2, 0), ()]:
         sub = trace_function(f, [Spec(shape, F32), Spec(shape, F32)])

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder.harness import check, graded
+from autograder.harness import check, graded, text
 from minitorch.fusion import loop_strides
 
 from .codegen_cases import make_input, shapes
@@ -20,6 +20,10 @@ def _positions(d, out_shape, strides):
 
 @graded("7.6", points=1)
 def test_examples():
+    """
+    contract: Every other axis keeps its stride (negative strides too: a flipped view walks backwards)
+    contract: Return one int per axis of ``out_shape``.
+    """
     got = loop_strides((3, 1), (1, 1), (2, 3, 4))
     check(got == (0, 1, 0), "7.6", "(3,1) over (2,3,4)", value=got)
     got = loop_strides((4,), (-1,), (2, 4))
@@ -30,6 +34,11 @@ def test_examples():
     check(got == (0,), "7.6", "a 0-d input is read everywhere", value=got)
     got = loop_strides((1, 1), (5, 5), (1, 1))
     check(got == (0, 0), "7.6", "size-1 axes read one element", value=got)
+    got = loop_strides((1, 3, 1), (3, 1, 1), (2, 2, 3, 4))
+    check(got == (0, 0, 1, 0), "7.6", "size-1 axes before the last broadcast too", value=got)
+    check(type(got) is tuple and all(type(s) is int for s in got), "7.6",
+          "return a tuple of Python ints, one per axis of out_shape (not numpy integers)",
+          value=text([type(s).__name__ for s in got]))  # fmt: skip
 
 
 @graded("7.6", points=2)

@@ -42,6 +42,9 @@ def _ops(group):
 
 @graded("7.2", points=1)
 def test_grow_group_takes_a_chain_with_views():
+    """
+    contract: Members added make new candidates; stop when none is left.
+    """
     g, (x, y) = graph((4, 5), (5, 4))
     t = node(g, "permute", y, order=(1, 0))
     s = node(g, "sub", x, t)
@@ -63,6 +66,9 @@ def test_grow_group_takes_a_chain_with_views():
 
 @graded("7.2", points=1)
 def test_grow_group_diamond_latest_first():
+    """
+    contract: Each candidate is decided once, always the one latest in ``graph.nodes`` first
+    """
     g, (x,) = graph((3, 4))
     p = node(g, "mul", x, x)
     u = node(g, "exp", p)
@@ -81,6 +87,10 @@ def test_grow_group_diamond_latest_first():
 
 @graded("7.2", points=1)
 def test_grow_group_records_refusals():
+    """
+    contract: ``consumer`` being the producer's first user in the group
+    contract: otherwise ``Refusal(producer, consumer, reason)`` is appended to ``refusals``
+    """
     g, (x, b) = graph((4, 5), (5,))
     s = node(g, "sub", x, x)
     e = node(g, "exp", s)  # also a graph output
@@ -132,6 +142,10 @@ def test_grow_group_records_refusals():
 
 @graded("7.2", points=1)
 def test_grow_group_recomputes_a_cheap_value():
+    """
+    contract: A copy (same op, inputs, attrs, spec, ``where``) is put in ``graph.nodes`` right after the producer
+    contract: (users lists kept consistent)
+    """
     g, (x, y) = graph((3, 4), (3, 4))
     p = node(g, "add", x, y)  # one op on inputs: cheap
     q = node(g, "mul", p, p)
@@ -192,6 +206,10 @@ def test_grow_group_recomputes_a_cheap_value():
 
 @graded("7.2", points=1)
 def test_grow_group_never_fuses_into_an_anchor_prologue():
+    """
+    contract: except the operands of the group's anchor (an anchor's operands are never fused into it)
+    contract: The candidates are the inputs of members that are ops (not ``input`` or ``const``)
+    """
     g, (x, w, b) = graph((4, 6), (6, 5), (5,))
     ex = node(g, "exp", x)
     mm = node(g, "matmul", ex, w)
@@ -249,6 +267,12 @@ def _chain_graph():
 
 @graded("7.5", points=2)
 def test_build_fused_node_structure():
+    """
+    contract: Replace the members of ``group`` in ``graph`` by one ``"fused"`` node; return it.
+    contract: one input per external input, in the same order, named like the outside node
+    contract: one output, the root's copy, with ``out_tree`` ``("leaf", 0)``
+    contract: the members are gone from ``graph.nodes`` and from their inputs' ``users``
+    """
     g, (s, e, m) = _chain_graph()
     xs = inputs_for(g)
     before = outputs(g, xs)
@@ -316,6 +340,9 @@ def test_build_fused_node_structure():
 
 @graded("7.5", points=1)
 def test_build_fused_node_anchor_first():
+    """
+    contract: in ``graph.nodes`` order except that an anchor comes first
+    """
     g, (b, x, w) = graph((5,), (4, 6), (6, 5))
     bb = node(g, "mul", b, b)
     bb2 = node(g, "add", node(g, "reshape", bb, shape=(1, 5)), const(g, 1.0))
@@ -340,6 +367,10 @@ def test_build_fused_node_anchor_first():
 
 @graded("7.5", points=1)
 def test_build_fused_node_refuses_bad_groups():
+    """
+    contract: a refused group leaves the graph exactly as it was
+    contract: message says "would create a cycle" when a path leaves the group and comes back
+    """
     g, (x, y) = graph((3, 4), (3, 4))
     p = node(g, "mul", x, y)
     sm = node(g, "softmax", p)
@@ -389,6 +420,9 @@ def test_build_fused_node_refuses_bad_groups():
 
 @graded("7.5", points=1)
 def test_build_fused_node_refuses_a_member_read_outside():
+    """
+    contract: then "value needed outside the group" when a member other than ``group.root`` has a user outside the group
+    """
     # %e = exp(%x) feeds the group's root and a user outside it: not an output, no cycle
     g, (x,) = graph((3,))
     e = node(g, "exp", x)

@@ -4,10 +4,18 @@ anchor_rule (7.4), on small named graphs with the expected reasons."""
 from __future__ import annotations
 
 from autograder.harness import check, graded, text
-from minitorch.fusion import Group, anchor_rule, can_fuse, mark_unfusable, reduce_rule
+from minitorch.fusion import Group, mark_unfusable
+from minitorch.fusion import anchor_rule as _anchor_rule
+from minitorch.fusion import can_fuse as _can_fuse
 from minitorch.fusion import reasons as R
+from minitorch.fusion import reduce_rule as _reduce_rule
 
-from .group_cases import const, graph, node
+from .group_cases import const, deciding_only, graph, node
+
+# Each call also checks "Nothing is changed": the rules only decide.
+can_fuse = deciding_only(_can_fuse, "7.1")
+reduce_rule = deciding_only(_reduce_rule, "7.3")
+anchor_rule = deciding_only(_anchor_rule, "7.4")
 
 
 def _grown(root, *members):
@@ -22,6 +30,10 @@ def _grown(root, *members):
 
 @graded("7.1", points=1)
 def test_can_fuse_allows_a_chain_and_a_diamond():
+    """
+    contract: May ``producer`` join ``group`` (through its member ``consumer``)?
+    contract: Nothing is changed: neither the graph nor the group.
+    """
     g, (x, y) = graph((4, 5), (4, 5))
     s = node(g, "sub", x, y)
     e = node(g, "exp", s)
@@ -43,6 +55,10 @@ def test_can_fuse_allows_a_chain_and_a_diamond():
 
 @graded("7.1", points=1)
 def test_can_fuse_refuses_unfusable_ops_first():
+    """
+    contract: when several apply, return the first
+    contract: ``fusable_op(producer)`` is false -> ``R.UNFUSABLE``
+    """
     g, (x,) = graph((4, 5))
     sm = node(g, "softmax", x)  # opaque
     c = node(g, "cast", x, dtype="float64")  # no scalar formula
@@ -77,6 +93,9 @@ def test_can_fuse_refuses_unfusable_ops_first():
 
 @graded("7.1", points=1)
 def test_can_fuse_iteration_space():
+    """
+    contract: the producer is not computed once per iteration of every member that reads it
+    """
     g, (x, b, z) = graph((4, 5), (5,), (0, 5))
     eb = node(g, "exp", b)  # 5 values, broadcast to 20
     a = node(g, "add", x, eb)
@@ -115,6 +134,10 @@ def test_can_fuse_iteration_space():
 
 @graded("7.1", points=1)
 def test_can_fuse_outside_value_and_cycle():
+    """
+    contract: a user of the producer outside the group reaches the group
+    contract: a user of the producer is outside the group, or the producer is a graph output
+    """
     g, (x, y) = graph((3, 4), (3, 4))
     p = node(g, "mul", x, y)
     sm = node(g, "softmax", p)  # an outside (opaque) user that feeds the group
@@ -155,6 +178,10 @@ def test_can_fuse_outside_value_and_cycle():
 
 @graded("7.1", points=1)
 def test_can_fuse_size_limits():
+    """
+    contract: the group would hold more than ``R.MAX_OPS`` compute ops (views are free)
+    contract: the reason either returns
+    """
     g, xs = graph(*[(3,)] * 18, names=[f"x{k}" for k in range(18)])
     v = node(g, "neg", xs[0])
     chain = [v]
@@ -241,6 +268,10 @@ def test_can_fuse_size_limits():
 
 @graded("7.3", points=1)
 def test_reduce_rule_prologue_and_epilogue():
+    """
+    contract: Otherwise None (a value read on one side only is fine)
+    contract: A group holds at most one reduction
+    """
     g, (x, m) = graph((4, 5), (4, 1))
     d = node(g, "sub", x, m)
     e = node(g, "exp", d)
@@ -262,6 +293,9 @@ def test_reduce_rule_prologue_and_epilogue():
 
 @graded("7.3", points=1)
 def test_reduce_rule_broadcast_back():
+    """
+    contract: or if the reduction's result would be broadcast back
+    """
     g, (x,) = graph((4, 5))
     mx = node(g, "max", x, axis=1, keepdims=True)
     d = node(g, "sub", x, mx)
@@ -290,6 +324,9 @@ def test_reduce_rule_broadcast_back():
 
 @graded("7.3", points=1)
 def test_reduce_rule_one_reduction_per_group():
+    """
+    contract: ``R.REDUCTION`` if the group already has a reduction or an anchor
+    """
     g, (x, w) = graph((4, 5), (5, 4))
     s1 = node(g, "sum", x, axis=1, keepdims=True)  # (4, 1)
     e = node(g, "exp", s1)
@@ -309,6 +346,9 @@ def test_reduce_rule_one_reduction_per_group():
 
 @graded("7.3", points=1)
 def test_reduce_rule_both_sides():
+    """
+    contract: (one loop cannot be on both sides)
+    """
     g, (x,) = graph((4, 1))
     p = node(g, "exp", x)  # (4, 1)
     r = node(g, "sum", p, axis=1)  # (4,): same number of elements
@@ -352,6 +392,9 @@ def test_reduce_rule_both_sides():
 
 @graded("7.4", points=1)
 def test_anchor_rule_bias_relu_epilogue():
+    """
+    contract: the fuser only appends an elementwise epilogue to it
+    """
     g, (x, w, b) = graph((4, 6), (6, 5), (5,))
     mm = node(g, "matmul", x, w)
     a = node(g, "add", mm, b)
@@ -371,6 +414,9 @@ def test_anchor_rule_bias_relu_epilogue():
 
 @graded("7.4", points=1)
 def test_anchor_rule_needs_an_elementwise_reader():
+    """
+    contract: if a member reading it is not elementwise/broadcast
+    """
     g, (x, w) = graph((4, 6), (6, 4))
     mm = node(g, "matmul", x, w)
     t = node(g, "permute", mm, order=(1, 0))
@@ -387,6 +433,10 @@ def test_anchor_rule_needs_an_elementwise_reader():
 
 @graded("7.4", points=1)
 def test_anchor_rule_one_anchor_and_same_space():
+    """
+    contract: ``R.ANCHOR`` if the group already has an anchor or a reduction
+    contract: ``R.SPACE`` if it is not read once per output element
+    """
     g, (x, w, z) = graph((4, 6), (6, 1), (4, 5))
     mm = node(g, "matmul", x, w)  # (4, 1)
     a = node(g, "add", mm, z)  # broadcast to (4, 5)

@@ -111,6 +111,10 @@ def _graph_of(fn, arrays):
 
 @graded("7.11", points=2)
 def test_plan_accepted_on_the_suite():
+    """
+    contract: Any partition is allowed as long as every group is legal
+    contract: A group is a list of nodes of ``graph`` (ops, not inputs or constants)
+    """
     wrong, outs, _ = _run(SUITE)
     check(
         not wrong,
@@ -124,6 +128,10 @@ def test_plan_accepted_on_the_suite():
 
 @graded("7.11", points=2)
 def test_plan_accepted_on_hard_programs():
+    """
+    contract: the compiled program must give eager's answer
+    contract: The course's rules decide the rest
+    """
     # graph outputs inside chains, opaque ops, an anchor's computed operands, two
     # reductions, integers, views, reductions broadcast back; NaN, inf and -0.0
     wrong, outs, _ = _run(TRAPS)
@@ -139,8 +147,13 @@ def test_plan_accepted_on_hard_programs():
 
 @graded("7.11", points=1)
 def test_plan_leaves_the_graph_unchanged():
+    """
+    contract: Decide only: leave ``graph`` unchanged
+    """
     changed, shapes, outs = [], {}, []
-    for name, (fn, arrays) in {**SUITE, **TRAPS}.items():
+    # and a graph with no ops at all (its output is its input): nothing to group
+    no_ops = {"no ops": (lambda x: x, [np.arange(3.0, dtype=np.float32)])}
+    for name, (fn, arrays) in {**SUITE, **TRAPS, **no_ops}.items():
         g = _graph_of(fn, arrays)
         before = g.text()
         plan = choose_groups(g)

@@ -17,6 +17,11 @@ I64 = np.dtype("int64")
 
 @graded("8.8", points=2)
 def test_bind_views_share_the_arena():
+    """
+    contract: Its view must have exactly ``b.nbytes // itemsize`` elements of ``b.dtype``
+    contract: share memory with the arena (no copy): a kernel writing into it writes into the arena
+    contract: Only the buffer's own slot gets a view
+    """
     arena = np.zeros(512, np.uint8)
     bs = [
         Buffer(3, 8, F32, 0, 1, [3], offset=64),
@@ -73,6 +78,19 @@ def test_bind_views_share_the_arena():
         "nothing outside the buffers' bytes is touched",
         value=arena,
     )
+    # a buffer that took in-place results (slots 9, 11) and has a view (10): one view, for 9;
+    # an empty buffer may sit at the very end of the arena
+    # (and 2-byte elements: 3 float16 in 6 bytes)
+    f16 = np.dtype("float16")
+    bs = [Buffer(9, 64, F32, 0, 3, [9, 11], [10], offset=448), Buffer(12, 0, I64, 1, 2, [12], offset=512),
+          Buffer(13, 6, f16, 0, 1, [13], offset=384)]  # fmt: skip
+    views = bind_views(arena, bs)
+    check(views[13].dtype == f16 and views[13].shape == (3,), "8.8", "3 float16 in 6 bytes",
+          value=views[13].shape, got=(views[13].dtype, views[13].shape))  # fmt: skip
+    check(sorted(views) == [9, 12, 13], "8.8", "only each buffer's own slot gets a view, not its "
+          "other slots nor its views", value=sorted(views), got=sorted(views))  # fmt: skip
+    check(views[12].size == 0 and views[12].dtype == I64, "8.8",
+          "an empty buffer at the arena's end gets an empty int64 view", value=views[12].size)  # fmt: skip
 
 
 @graded("8.8", points=3)

@@ -146,6 +146,12 @@ def test_place_hard_cases():
 @settings(max_examples=60)
 @given(buffer_sets(max_n=14), st.sampled_from([64, 32]))
 def test_place_random_sets_are_valid(buffers, alignment):
+    """
+    contract: A valid answer has a key for every buffer of ``buffers`` (empty ones included)
+    contract: each offset a non-negative multiple of ``alignment``
+    contract: ``buffers`` is left as it came (set no ``offset``, reorder nothing)
+    contract: the same input gives the same answer
+    """
     _place("a random set", buffers, alignment)
 
 
@@ -189,6 +195,9 @@ def test_place_never_worse_than_greedy_by_size():
 
 @graded("8.9", points=2)
 def test_place_beats_greedy_by_size():
+    """
+    contract: Beating :func:`greedy_by_size` is possible
+    """
     # Greedy by size averages 1.082 here, the reference 1.008: 1.04 is half of greedy's gap.
     ratios = _suite_ratios()
     check(
