@@ -28,6 +28,8 @@ CHAPTER = {
     "compile": 9,
     "profiler": 10,
     "onnx": 10,
+    "transformer": 11,
+    "distributed": 12,
 }
 LATEST = 1 + max(CHAPTER.values())
 
