@@ -14,6 +14,7 @@ training and generation, eager against compiled.
 from . import (
     gpu_row,  # noqa: F401  (TinyGPT's row of chapter 9's table on cuda)
     ops,  # noqa: F401  (registers the chapter's ops)
+    torch_row,  # noqa: F401  (TinyGPT's rows of compile/vs_torch.py)
 )
 from .attention import attention
 from .data import CharTokenizer, bucket_batches, load_text, make_batch, pieces
