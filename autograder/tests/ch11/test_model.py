@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minitorch
-from autograder.harness import assert_close, check, graded
+from autograder.harness import assert_close, check, graded, text
 from autograder.strategies import values
 from minitorch.core.registry import Spec
 from minitorch.tracing.tracer import trace_function
@@ -44,7 +44,7 @@ def test_project_qkv_matches_per_head_columns(data):
     for name, g, want in zip("qkv", got, _parts(h, w, heads)):
         check(g.shape == (b, heads, tt, d), "11.8", f"{name} is (B, heads, T, D)",
               value=g.shape, expected=(b, heads, tt, d))  # fmt: skip
-        check(g.dtype == np.float64, "11.8", f"{name} keeps h's dtype", value=str(g.dtype))
+        check(g.dtype == np.float64, "11.8", f"{name} keeps h's dtype", value=text(str(g.dtype)))
         assert_close(g.numpy(), want, "11.8", rtol=1e-12, atol=1e-12, part=name, heads=heads)
 
 
@@ -131,8 +131,8 @@ def test_gpt_forward_gives_the_reference_logits(seed, b, tt, layers, heads):
         prm.assign_(t(prm.numpy() + rng.normal(0, 0.3, prm.shape).astype(np.float32)))
     ids, pos = _ids(rng, b, tt)
     got = model(t(ids), t(pos))
-    check(got.shape == (b, 1, tt, 7) and got.dtype == np.float32, "11.9",
-          "logits (B, 1, T, vocab) in float32", value=(got.shape, str(got.dtype)))  # fmt: skip
+    check(got.shape == (b, 1, tt, 7), "11.9", "logits (B, 1, T, vocab)", value=got.shape)
+    check(got.dtype == np.float32, "11.9", "logits in float32", value=text(str(got.dtype)))
     assert_close(got.numpy(), _gpt_numpy(model, ids, pos), "11.9", rtol=1e-4, atol=1e-4,
                  layers=layers, heads=heads, ids=ids)  # fmt: skip
 
