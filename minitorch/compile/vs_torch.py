@@ -290,7 +290,9 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--torch-compile", action="store_true", help="also time torch.compile")
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--model", action="append", help="one of: " + ", ".join([*MODELS, CNN, *_rows()]))
+    ap.add_argument(
+        "--model", action="append", help="one of: " + ", ".join([*MODELS, CNN, *_rows()])
+    )
     args = ap.parse_args(argv)
     rows = measure(args.model, args.torch_compile, args.rounds)
     for r in rows:

@@ -18,8 +18,8 @@ from . import (
 )
 from .attention import attention
 from .data import CharTokenizer, bucket_batches, load_text, make_batch, pieces
-from .gpt import gpt_forward, merge_heads, project_qkv
 from .generate import generate, greedy_full, sample_next
+from .gpt import gpt_forward, merge_heads, project_qkv
 from .model import TinyGPT, decode_step, empty_cache, lm_loss
 
 __all__ = [

@@ -18,8 +18,8 @@ import numpy as np
 from ..compile import vs_torch
 from ..core.tensor import Tensor, no_grad
 from .data import make_batch
-from .model import TinyGPT, decode_step, empty_cache
 from .measure import make_step
+from .model import TinyGPT, decode_step, empty_cache
 
 SIZES = {
     "TinyGPT w64 L2 b32x64": dict(width=64, heads=4, layers=2),

@@ -127,7 +127,7 @@ def test_gpt_forward_gives_the_reference_logits(seed, b, tt, layers, heads):
     contract: to logits ``(B, 1, T, vocab)`` of the parameters' dtype"""
     model = _small(seed, layers=layers, heads=heads)
     rng = np.random.default_rng(seed)
-    for name, prm in model.named_parameters():  # biases and norms away from 0 and 1
+    for prm in model.parameters():  # biases and norms away from 0 and 1
         prm.assign_(t(prm.numpy() + rng.normal(0, 0.3, prm.shape).astype(np.float32)))
     ids, pos = _ids(rng, b, tt)
     got = model(t(ids), t(pos))
@@ -161,8 +161,11 @@ def test_gpt_forward_errors():
         ("ids (B, T)", lambda: model(t(np.zeros((2, 4), np.int64)), pos), "ids"),
         ("pos of another length", lambda: model(ids, t(np.arange(3).reshape(1, 1, 3))), "pos"),
         ("pos (T,)", lambda: model(ids, t(np.arange(4))), "pos"),
-        ("position 8 of a context of 8", lambda: model(ids, t(np.arange(5, 9).reshape(1, 1, 4))),
-         "pos"),
+        (
+            "position 8 of a context of 8",
+            lambda: model(ids, t(np.arange(5, 9).reshape(1, 1, 4))),
+            "pos",
+        ),
     ):
         ok, msg, _ = _raises(fn, "TinyGPT", word)
         check(ok, "11.9", f"{what}: raise OpError('TinyGPT', ...) naming {word}", got=msg)
@@ -184,7 +187,11 @@ def _loss_numpy(logits, targets, mask):
 def test_lm_loss_is_the_masked_mean(data):
     """contract: Returns a 0-d tensor equal to
     contract: a masked position adds nothing"""
-    b, tt, v = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4)), data.draw(st.integers(1, 5))
+    b, tt, v = (
+        data.draw(st.integers(1, 3)),
+        data.draw(st.integers(1, 4)),
+        data.draw(st.integers(1, 5)),
+    )
     logits = data.draw(values((b, 1, tt, v), special=False,
                               families=("quarters", "large_negative", "huge_small_spread")))  # fmt: skip
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
@@ -229,7 +236,11 @@ def test_lm_loss_with_minus_inf_logits_and_dynamic_sizes():
 def test_lm_loss_errors():
     """contract: Raise ``OpError("lm_loss", problem, hint)`` naming ``targets`` or ``mask``
     contract: a target outside ``[0, V)`` raises through"""
-    lg, tg, mk = t(np.zeros((2, 1, 3, 4))), t(np.zeros((2, 1, 3, 1), np.int64)), t(np.ones((2, 1, 3, 1)))
+    lg, tg, mk = (
+        t(np.zeros((2, 1, 3, 4))),
+        t(np.zeros((2, 1, 3, 1), np.int64)),
+        t(np.ones((2, 1, 3, 1))),
+    )
     for what, fn, word in (
         ("targets (B, 1, T)", lambda: lm_loss(lg, t(np.zeros((2, 1, 3), np.int64)), mk), "targets"),
         ("mask of another length", lambda: lm_loss(lg, tg, t(np.ones((2, 1, 2, 1)))), "mask"),
