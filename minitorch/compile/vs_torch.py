@@ -13,7 +13,7 @@ one step, ``tracemalloc``) beside PyTorch's (its profiler's memory timeline) and
 the first calls of a compiled step. PyTorch is optional: without it only minitorch's
 columns are filled. Never used by tests.
 
-Later chapters add rows to :data:`ROWS` (chapter 11: TinyGPT's training step and greedy
+Later chapters add rows to ``capstone.TORCH_ROWS`` (chapter 11: TinyGPT's training step and greedy
 decoding, ``transformer/torch_row.py``); a row's sides also give its first loss and
 greedy tokens, which must equal PyTorch's.
 """
@@ -32,8 +32,6 @@ from . import capstone
 MODELS = {"mlp 64-128-10 b32": (64, 128, 10, 32), "mlp 784-256-10 b128": (784, 256, 10, 128)}
 CNN = "capstone cnn b32"
 BEST_OF = ("default", "reduce-overhead", "max-autotune")  # the compiled modes compared
-# name -> (minitorch_sides(name), torch_sides(name, use_compile)), filled by later chapters
-ROWS: dict = {}
 
 
 def _clock(fn, target=0.01) -> tuple:
@@ -219,15 +217,13 @@ def measure(names=None, use_compile=False, rounds=15) -> list[dict]:
         import torch
     except ImportError:
         torch = None
-    from .vs_torch import ROWS as extra_rows  # under -m this file is __main__, not the registry
-
     rows = []
     numba.set_num_threads(1)
     if torch is not None:
         torch.set_num_threads(1)
     with threadpool_limits(limits=1):
-        for name in names or [*MODELS, CNN, *extra_rows]:
-            ours, theirs = extra_rows.get(name, (minitorch_sides, torch_sides))
+        for name in names or [*MODELS, CNN, *capstone.TORCH_ROWS]:
+            ours, theirs = capstone.TORCH_ROWS.get(name, (minitorch_sides, torch_sides))
             steps, forwards, extra = ours(name)
             if torch is not None:
                 ts, tf = theirs(name, use_compile)
@@ -280,18 +276,14 @@ def table_text(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _rows() -> dict:
-    from .vs_torch import ROWS
-
-    return ROWS
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--torch-compile", action="store_true", help="also time torch.compile")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument(
-        "--model", action="append", help="one of: " + ", ".join([*MODELS, CNN, *_rows()])
+        "--model",
+        action="append",
+        help="one of: " + ", ".join([*MODELS, CNN, *capstone.TORCH_ROWS]),
     )
     args = ap.parse_args(argv)
     rows = measure(args.model, args.torch_compile, args.rounds)

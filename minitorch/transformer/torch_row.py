@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ..compile import vs_torch
+from ..compile.capstone import TORCH_ROWS
 from ..core.tensor import Tensor, no_grad
 from .data import make_batch
 from .measure import make_step
@@ -51,11 +51,12 @@ def _greedy_minitorch(model, step):
 def minitorch_sides(name: str) -> tuple[dict, dict, dict]:
     import minitorch
 
+    from ..compile.vs_torch import BEST_OF
     from ..nn.optim import Adam
 
     batch = _batch()
     steps, forwards, extra = {}, {}, {}
-    for label in ("eager", *vs_torch.BEST_OF):
+    for label in ("eager", *BEST_OF):
         model = _model(name)
         step = make_step(model, Adam(model, lr=LR))
 
@@ -193,4 +194,4 @@ def torch_sides(name: str, use_compile: bool) -> tuple[dict, dict]:
 
 
 for _name in SIZES:
-    vs_torch.ROWS[_name] = (minitorch_sides, torch_sides)
+    TORCH_ROWS[_name] = (minitorch_sides, torch_sides)
