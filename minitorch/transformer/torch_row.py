@@ -183,7 +183,7 @@ def torch_sides(name: str, use_compile: bool) -> tuple[dict, dict]:
                 out.append(int(token))
             return out
 
-    first = float(step())
+    first = float(step().detach())
     steps, forwards = {"torch eager": step}, {"torch eager": greedy}
     step.first_loss, step.greedy = first, greedy()
     if use_compile:
