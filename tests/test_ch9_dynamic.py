@@ -221,11 +221,13 @@ def test_training_loop_with_a_dataloader_traces_once():
     assert step.trace_count == 1, step.recompiles
 
 
-def _heads_step(w, opt):
+def _heads_step(w, opt, sliced=False):
     def step(x):  # x (B, T, 6): heads by reshape(B, T, 2, 3), as transformers usually split
         opt.zero_grad()
         b, t, c = x.shape
         h = (x @ w).reshape(b, t, 2, 3).permute(0, 2, 1, 3)  # (B, 2, T, 3)
+        if sliced:  # two parts of one projection, as a fused q/k/v: the backward pads each
+            h = h[:, :1].tanh() * h[:, 1:]
         loss = (h.tanh() * h).sum(axis=-1).sum() * 0.01
         loss.backward()
         opt.step()
@@ -234,10 +236,11 @@ def _heads_step(w, opt):
     return step
 
 
-@pytest.mark.parametrize("mark", [True, False])
-def test_compiled_step_is_dynamic_and_a_reshape_of_the_sizes_follows_them(mark):
-    """A training step honours dynamic dims; reshape(B, T, 2, 3) and the backward's expand
-    to (B, T, ...) hold the sizes as attributes, which follow the symbols: no retrace."""
+@pytest.mark.parametrize("mark,sliced", [(True, False), (False, False), (True, True)])
+def test_compiled_step_is_dynamic_and_a_reshape_of_the_sizes_follows_them(mark, sliced):
+    """A training step honours dynamic dims; reshape(B, T, 2, 3), the backward's expand
+    to (B, T, ...) and a slice's backward (pad_slice to (B, 2, T, 3)) hold the sizes as
+    attributes, which follow the symbols: no retrace."""
     from minitorch import nn
     from minitorch.nn.optim import SGD
 
@@ -245,7 +248,7 @@ def test_compiled_step_is_dynamic_and_a_reshape_of_the_sizes_follows_them(mark):
     for compiled in (False, True):
         w = nn.Parameter(T(6, 6, seed=9))
         opt = SGD([w], lr=0.1, momentum=0.9)
-        f = _heads_step(w, opt)
+        f = _heads_step(w, opt, sliced)
         f = minitorch.compile(f) if compiled else f
         out = []
         for k, (b, t) in enumerate([(4, 5), (4, 7), (3, 7), (5, 2), (6, 9), (3, 7)]):
@@ -261,6 +264,7 @@ def test_compiled_step_is_dynamic_and_a_reshape_of_the_sizes_follows_them(mark):
     lines = " ".join(x for e in f.dynamic for x in e.lines)
     assert "x.shape[0] is dynamic" in lines and "x.shape[1] is dynamic" in lines
     assert "reshape.shape" in lines and "expand.shape" in lines
+    assert ("pad_slice.shape" in lines) == sliced
     report = minitorch.explain(f)(minitorch.mark_dynamic(T(2, 3, 6), 0))
     assert "dynamic dims:" in str(report)
 

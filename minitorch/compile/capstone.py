@@ -185,6 +185,9 @@ def curves_agree(row: Row, steps: int = 20, rtol: float = 1e-5) -> bool:
 # (make model, make step, batch as numpy arrays, PyTorch twin or None). Later chapters
 # add their models (chapter 11: ``transformer/gpu_row.py``, TinyGPT).
 GPU_ROWS: dict = {}
+# ``vs_torch``'s extra rows: name -> (minitorch_sides(name), torch_sides(name, use_compile)).
+# Kept here, not in vs_torch, which runs as ``__main__`` (chapter 11: ``transformer/torch_row.py``).
+TORCH_ROWS: dict = {}
 
 
 def _cnn_gpu_row(quick: bool) -> tuple:

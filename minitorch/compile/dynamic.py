@@ -56,9 +56,9 @@ MIN_SIZE = 2  # a symbol stands for sizes >= 2: 0 and 1 are specialised
 PER_SIZE_CACHE = 8  # compiled plans kept per dynamic graph (one per concrete size)
 VERDICTS = 64  # size-check verdicts kept per dynamic graph (one per concrete size)
 # Attributes that are sizes, one per output dim: a backward's ``expand`` to the input's
-# shape, a ``reshape(B, T, H, D)``. An entry that equals a symbol's size in every trace
+# shape, a ``reshape(B, T, H, D)``, a slice's backward (``pad_slice``) to its input's shape. An entry that equals a symbol's size in every trace
 # compared (other sizes, distinct per symbol) follows that symbol at every size.
-SIZED_ATTRS = {"expand": "shape", "reshape": "shape"}
+SIZED_ATTRS = {"expand": "shape", "reshape": "shape", "pad_slice": "shape"}
 
 
 def mark_dynamic(x: Tensor, dim: int) -> Tensor:

@@ -12,6 +12,10 @@ It also reports the compiled step's transient peak (numpy's allocations during
 one step, ``tracemalloc``) beside PyTorch's (its profiler's memory timeline) and
 the first calls of a compiled step. PyTorch is optional: without it only minitorch's
 columns are filled. Never used by tests.
+
+Later chapters add rows to ``capstone.TORCH_ROWS`` (chapter 11: TinyGPT's training step and greedy
+decoding, ``transformer/torch_row.py``); a row's sides also give its first loss and
+greedy tokens, which must equal PyTorch's.
 """
 
 from __future__ import annotations
@@ -218,11 +222,13 @@ def measure(names=None, use_compile=False, rounds=15) -> list[dict]:
     if torch is not None:
         torch.set_num_threads(1)
     with threadpool_limits(limits=1):
-        for name in names or [*MODELS, CNN]:
-            steps, forwards, extra = minitorch_sides(name)
+        for name in names or [*MODELS, CNN, *capstone.TORCH_ROWS]:
+            ours, theirs = capstone.TORCH_ROWS.get(name, (minitorch_sides, torch_sides))
+            steps, forwards, extra = ours(name)
             if torch is not None:
-                ts, tf = torch_sides(name, use_compile)
-                extra["torch eager step peak KiB"] = ts["torch eager"].peak_kib
+                ts, tf = theirs(name, use_compile)
+                extra["torch eager step peak KiB"] = getattr(ts["torch eager"], "peak_kib", None)
+                _same_start(name, extra, ts["torch eager"])
                 steps.update(ts)
                 forwards.update(tf)
             step_t, fwd_t = interleaved(steps, rounds), interleaved(forwards, rounds)
@@ -241,19 +247,32 @@ def measure(names=None, use_compile=False, rounds=15) -> list[dict]:
             for k in ("torch eager", "torch.compile"):
                 if k in step_t:
                     row[f"compiled/{k} step"] = step_t[best] / step_t[k]
+                if k in fwd_t:
                     row[f"compiled/{k} forward"] = fwd_t[bestf] / fwd_t[k]
             rows.append(row)
     return rows
+
+
+def _same_start(name: str, extra: dict, torch_step) -> None:
+    """A row that reports its first loss and greedy tokens must agree with PyTorch's."""
+    if "first loss" in extra and abs(extra["first loss"] - torch_step.first_loss) > 1e-4:
+        raise AssertionError(f"{name}: first loss {extra['first loss']} against PyTorch's "
+                             f"{torch_step.first_loss}: not the same model")  # fmt: skip
+    greedy = [v for k, v in extra.items() if k.endswith(" greedy")]
+    if greedy and any(g != torch_step.greedy for g in greedy):
+        raise AssertionError(f"{name}: greedy tokens differ from PyTorch's")
+    for k in [k for k in extra if k.endswith(" greedy")]:
+        del extra[k]
 
 
 def table_text(rows: list[dict]) -> str:
     cols = ["compiled/eager step", "compiled/eager forward", "compiled/torch eager step",
             "compiled/torch eager forward", "compiled/torch eager step peak",
             "compiled/torch.compile step"]  # fmt: skip
-    lines = [f"{'model':22}" + "".join(f"{c:>32}" for c in cols)]
+    lines = [f"{'model':24}" + "".join(f"{c:>32}" for c in cols)]
     for r in rows:
         cells = "".join(f"{r[c]:32.2f}" if r.get(c) is not None else f"{'-':>32}" for c in cols)
-        lines.append(f"{r['model']:22}{cells}")
+        lines.append(f"{r['model']:24}{cells}")
     return "\n".join(lines)
 
 
@@ -261,7 +280,11 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--torch-compile", action="store_true", help="also time torch.compile")
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--model", action="append", help="one of: " + ", ".join([*MODELS, CNN]))
+    ap.add_argument(
+        "--model",
+        action="append",
+        help="one of: " + ", ".join([*MODELS, CNN, *capstone.TORCH_ROWS]),
+    )
     args = ap.parse_args(argv)
     rows = measure(args.model, args.torch_compile, args.rounds)
     for r in rows:

@@ -5,6 +5,7 @@ training and generation, eager against compiled.
   backward (11.2), GELU, a causal mask; ``attention``: attention from registry ops (11.3);
 * ``cuda``: fused softmax and layer-norm kernels graded by memory traffic (11.4, 11.5);
 * ``data``: the text, a character tokenizer, bucketed variable-length batches (11.6);
+* ``gpt``: the fused q/k/v projection (11.8), the model's forward (11.9), the loss (11.10);
 * ``model``: ``TinyGPT`` and its key/value-cache decode step; ``generate``: sampling (11.7);
 * ``measure``: the chapter's figures (eager against compiled training and decoding,
   traces, memory, ONNX, profiles).
@@ -13,10 +14,12 @@ training and generation, eager against compiled.
 from . import (
     gpu_row,  # noqa: F401  (TinyGPT's row of chapter 9's table on cuda)
     ops,  # noqa: F401  (registers the chapter's ops)
+    torch_row,  # noqa: F401  (TinyGPT's rows of compile/vs_torch.py)
 )
 from .attention import attention
 from .data import CharTokenizer, bucket_batches, load_text, make_batch, pieces
 from .generate import generate, greedy_full, sample_next
+from .gpt import gpt_forward, merge_heads, project_qkv
 from .model import TinyGPT, decode_step, empty_cache, lm_loss
 
 __all__ = [
@@ -27,10 +30,13 @@ __all__ = [
     "decode_step",
     "empty_cache",
     "generate",
+    "gpt_forward",
     "greedy_full",
     "lm_loss",
     "load_text",
     "make_batch",
+    "merge_heads",
     "pieces",
+    "project_qkv",
     "sample_next",
 ]

@@ -1,12 +1,11 @@
 """A tiny decoder-only language model in ``minitorch.nn`` style, and its key/value-cache decode step.
 
-Every activation has the layout ``(batch, 1, time, features)``: heads come
-from broadcasting a ``(B, 1, T, C)`` activation against ``(H, C, D)`` weights
-(``matmul`` broadcasts batch dims), and they merge by a matmul with ``(H, D, C)``
-and a sum over the head dim. That is the usual split-and-concatenate, without a
-single ``reshape``. A reshape stores its target shape, sizes included, as an
+Activations have the layout ``(batch, 1, time, features)``. Attention projects with one
+fused ``(C, 3C)`` weight (one large matmul instead of one small one per head and
+per q/k/v) and views the result as ``(B, 3H, T, D)``: the heads are a batch dim
+of the score matmuls. A reshape stores its target shape, sizes included, as an
 attribute; chapter 9's dynamic dims turn an entry that follows a symbol (``B`` and
-``T`` in ``(B, T, H, D)``) into a template, so either form compiles once for every
+``T`` in ``(B, T, 3H, D)``) into a template, so the model compiles once for every
 length. Positions are an input: ``arange(T)`` built inside the model would be a
 constant of one size, and a constant keeps ``T`` static.
 """
@@ -22,6 +21,9 @@ from ..core.registry import dispatch
 from ..core.tensor import Tensor
 from ..nn.module import Module, Parameter, device_of
 from .attention import attention
+from .gpt import gpt_forward, lm_loss, merge_heads, project_qkv
+
+__all__ = ["TinyGPT", "decode_step", "empty_cache", "lm_loss"]
 
 
 def _normal(rng, shape, std) -> Parameter:
@@ -49,21 +51,21 @@ class LayerNorm(Module):
 
 
 class SelfAttention(Module):
-    """Multi-head causal self-attention with per-head weights ``(H, C, D)``."""
+    """Multi-head causal self-attention: a fused ``(C, 3C)`` projection (columns ``[q | k | v]``,
+    each head-major) and a ``(C, C)`` projection back to the width."""
 
     def __init__(self, width: int, heads: int, rng, layers: int):
         super().__init__()
-        d = width // heads
-        std = 1 / math.sqrt(width)
-        self.wq, self.wk, self.wv = (_normal(rng, (heads, width, d), std) for _ in "qkv")
-        self.wo = _normal(rng, (heads, d, width), 0.02 / math.sqrt(2 * layers))
+        self.heads = heads
+        self.w_qkv = _normal(rng, (width, 3 * width), 1 / math.sqrt(width))
+        self.wo = _normal(rng, (width, width), 0.02 / math.sqrt(2 * layers))
         self.bo = Parameter(np.zeros(width, np.float32))
 
     def project(self, h: Tensor):
-        return h @ self.wq, h @ self.wk, h @ self.wv  # (B, 1, T, C) @ (H, C, D) -> (B, H, T, D)
+        return project_qkv(h, self.w_qkv, self.heads)  # (B, 1, T, C) -> 3 x (B, H, T, D)
 
     def merge(self, o: Tensor) -> Tensor:
-        return (o @ self.wo).sum(axis=1, keepdims=True) + self.bo  # (B, H, T, D) -> (B, 1, T, C)
+        return merge_heads(o, self.wo, self.bo)  # (B, H, T, D) -> (B, 1, T, C)
 
     def forward(self, h: Tensor) -> Tensor:
         return self.merge(attention(*self.project(h), causal=True))
@@ -88,10 +90,6 @@ class Block(Module):
         self.attn = SelfAttention(width, heads, rng, layers)
         self.mlp = MLP(width, rng, layers)
 
-    def forward(self, x: Tensor) -> Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
 
 class TinyGPT(Module):
     """``TinyGPT(vocab)(ids, pos)``: ids ``(B, 1, T)`` and positions ``(1, 1, T)`` (int64) to
@@ -112,31 +110,7 @@ class TinyGPT(Module):
         return self.ln_f(x) @ self.w_out + self.b_out
 
     def forward(self, ids: Tensor, pos: Tensor) -> Tensor:
-        # A check of the values, not of T: a Python test of the length would keep T static
-        # in compiled forwards, and a plan made for a dynamic T runs this step at every length.
-        pos = dispatch("index_check", pos, size=self.context, caller="TinyGPT", what="pos",
-                       hint=f"the context holds {self.context} positions, so a sequence is at "
-                       f"most {self.context} tokens: feed the last {self.context}")  # fmt: skip
-        x = self.tok(ids) + self.pos(pos)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
-
-
-def lm_loss(logits: Tensor, targets: Tensor, mask: Tensor) -> Tensor:
-    """Mean next-token cross-entropy over the positions where ``mask`` is 1 (padding is 0).
-
-    ``targets`` and ``mask`` are ``(B, 1, T, 1)``; the target's log-probability is
-    picked by a one-hot comparison with ``arange(vocab)`` (a constant of the vocabulary's
-    size, which never changes), so the loss has no size of ``B`` or ``T`` baked in.
-    """
-    vocab = logits.shape[-1]
-    targets = dispatch("index_check", targets, size=vocab, caller="lm_loss", what="targets",
-                       hint=f"targets are token ids of the {vocab}-token vocabulary")  # fmt: skip
-    logp = logits - dispatch("logsumexp", logits, axis=-1, keepdims=True)
-    onehot = (targets == creation.arange(vocab, device=logits.device)).astype(logits.dtype)
-    nll = -(logp * onehot).sum(axis=-1, keepdims=True)
-    return (nll * mask).sum() / mask.sum()
+        return gpt_forward(self, ids, pos)
 
 
 # ---------------------------------------------------------------- generation with a cache
