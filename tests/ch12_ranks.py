@@ -30,3 +30,16 @@ def raises_on_rank_1(comm):
 
 def mpi_allreduce(comm, n):
     return comm.allreduce(np.full(n, comm.rank + 1, np.float64)).tolist()
+
+
+def ring_cases(comm, cases):
+    """The reference ring on MPI ranks: per case (n, dtype), the result and bytes this rank sent."""
+    import solutions.reference.ch12_ring as ref
+    from minitorch.distributed import CountingComm
+
+    out = []
+    for n, dtype in cases:
+        c = CountingComm(comm)
+        x = np.arange(n, dtype=dtype) * (comm.rank + 1)
+        out.append((ref.ring_allreduce(c, x), c.bytes_sent, c.messages_sent))
+    return out
