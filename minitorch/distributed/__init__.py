@@ -18,3 +18,18 @@ from .comm import Comm, CountingComm, Request, world
 from .launch import RankError, RankTimeout, run
 from .ring import ring_allreduce, ring_chunks
 from .threads import Deadlock, ThreadComm, run_threads
+
+__all__ = [
+    "Comm",
+    "CountingComm",
+    "Deadlock",
+    "RankError",
+    "RankTimeout",
+    "Request",
+    "ThreadComm",
+    "ring_allreduce",
+    "ring_chunks",
+    "run",
+    "run_threads",
+    "world",
+]

@@ -63,7 +63,9 @@ class _World:
     def match(self) -> None:
         """Pair posted receives with the earliest posted send of their source and tag."""
         for r in list(self.recvs):
-            s = next((s for s in self.sends if (s.rank, s.peer, s.tag) == (r.peer, r.rank, r.tag)), None)
+            s = next(
+                (s for s in self.sends if (s.rank, s.peer, s.tag) == (r.peer, r.rank, r.tag)), None
+            )
             if s is None:
                 continue
             self.sends.remove(s)
@@ -86,7 +88,9 @@ class _World:
                 if self.stop:
                     raise _Stop(self.stop)
                 # a rank whose wait is over but which has not woken yet is not stuck
-                if len(self.waiting) == self.live and not any(r() for _, r in self.waiting.values()):
+                if len(self.waiting) == self.live and not any(
+                    r() for _, r in self.waiting.values()
+                ):
                     plan = "; ".join(f"rank {k} in {v[0]}" for k, v in sorted(self.waiting.items()))
                     self.stop = f"deadlock: {plan}"
                     self.cond.notify_all()
@@ -139,16 +143,22 @@ class ThreadComm:
         return Request(_Pending(self, op))
 
     def isend(self, buf, dest, tag=0) -> Request:
-        return self._post("send", _check("isend", "buf", buf), self._peer("isend", "dest", dest), tag)
+        return self._post(
+            "send", _check("isend", "buf", buf), self._peer("isend", "dest", dest), tag
+        )
 
     def irecv(self, buf, source, tag=0) -> Request:
-        return self._post("recv", _check("irecv", "buf", buf), self._peer("irecv", "source", source), tag)
+        return self._post(
+            "recv", _check("irecv", "buf", buf), self._peer("irecv", "source", source), tag
+        )
 
     def send(self, buf, dest, tag=0) -> None:
         self._post("send", _check("send", "buf", buf), self._peer("send", "dest", dest), tag).wait()
 
     def recv(self, buf, source, tag=0):
-        self._post("recv", _check("recv", "buf", buf), self._peer("recv", "source", source), tag).wait()
+        self._post(
+            "recv", _check("recv", "buf", buf), self._peer("recv", "source", source), tag
+        ).wait()
         return buf
 
     def sendrecv(self, sendbuf, dest, recvbuf, source, tag=0):

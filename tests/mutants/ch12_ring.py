@@ -85,7 +85,9 @@ def allreduce_everyone_to_everyone(comm, buf):
 
 def _ring(comm, buf, gather_adds=False, start_at_zero=False, in_place=False, blocking=False):
     rank, p = comm.rank, comm.size
-    flat = np.ascontiguousarray(buf).reshape(-1) if in_place else np.array(buf, copy=True).reshape(-1)
+    flat = (
+        np.ascontiguousarray(buf).reshape(-1) if in_place else np.array(buf, copy=True).reshape(-1)
+    )
     if start_at_zero:
         flat = np.zeros(flat.size, flat.dtype) + flat  # 0.0 + -0.0 is +0.0
     b = ref.ring_chunks(flat.size, p)

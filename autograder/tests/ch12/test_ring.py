@@ -132,7 +132,9 @@ def test_ring_allreduce_extreme_values():
                   p=p, case=case)  # fmt: skip
 
 
-TRAFFIC = [((n,), dt, "random") for n, dt in [(1000, "float32"), (1001, "float64"), (4099, "float32")]]
+TRAFFIC = [
+    ((n,), dt, "random") for n, dt in [(1000, "float32"), (1001, "float64"), (4099, "float32")]
+]
 
 
 @graded("12.2", points=2)
@@ -159,7 +161,9 @@ def test_ring_allreduce_bytes_per_rank_against_the_bound():
             check(few and only, "12.2", "at most 2(p-1) point-to-point messages per rank",
                   p=p, case=case, messages=[o["messages"] for o in outs],
                   kinds=[o["kinds"] for o in outs])  # fmt: skip
-            assert_close(outs[0]["got"], _expected([o["buf"] for o in outs]), "12.2", p=p, case=case)
+            assert_close(
+                outs[0]["got"], _expected([o["buf"] for o in outs]), "12.2", p=p, case=case
+            )
 
 
 @graded("12.2", points=1)
