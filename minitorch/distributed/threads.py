@@ -197,6 +197,9 @@ class ThreadComm:
         return out
 
     def iallreduce(self, buf, out):
+        if _check("iallreduce", "out", out).shape != buf.shape or out.dtype != buf.dtype:
+            raise OpError("iallreduce", f"out is {out.dtype}{out.shape}, buf {buf.dtype}{buf.shape}",
+                          "give out the shape and dtype of buf")  # fmt: skip
         out[...] = self.allreduce(buf)  # completes at once: MPI allows it
         return Request(_Done())
 
