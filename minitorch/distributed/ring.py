@@ -58,8 +58,9 @@ def ring_allreduce(comm, buf):
     rank it returns a copy and sends nothing. Any ``n`` works: not divisible by ``p``,
     smaller than ``p``, or 0.
 
-    Raises ``OpError("ring_allreduce", problem, hint)`` naming ``buf`` when it is not a
-    numpy array, or when its dtype is not float32, float64, int32 or int64.
+    Raises ``OpError("ring_allreduce", problem, hint)`` naming ``buf`` and its type when it
+    is not a numpy array, and ``buf`` and its dtype when that is not float32, float64, int32
+    or int64.
 
     Example:
         >>> # on 3 ranks, each with buf = np.full(4, comm.rank + 1.0)

@@ -36,16 +36,15 @@ def ring_allreduce(comm, buf):
         raise OpError("ring_allreduce", f"buf has dtype {buf.dtype}",
                       "use float32, float64, int32 or int64")  # fmt: skip
     rank, p = comm.rank, comm.size
-    out = np.array(buf, order="C", copy=True).reshape(-1)
+    out = buf.flatten()  # a contiguous copy, whatever buf's layout
     b = ring_chunks(out.size, p)
     chunk = [out[b[i] : b[i + 1]] for i in range(p)]
-    scratch = np.empty(max(b[i + 1] - b[i] for i in range(p)), out.dtype)
+    scratch = np.empty_like(chunk[0])  # the first chunk is a largest one
     right, left = (rank + 1) % p, (rank - 1) % p
     for s in range(p - 1):  # reduce-scatter: rank ends owning chunk (rank + 1) % p
         send, got = chunk[(rank - s) % p], chunk[(rank - s - 1) % p]
         comm.sendrecv(send, right, scratch[: got.size], left)
-        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN, as in MPI's sum
-            got += scratch[: got.size]
+        got += scratch[: got.size]
     for s in range(p - 1):  # all-gather: the finished chunks go round, copied
         send, got = chunk[(rank + 1 - s) % p], chunk[(rank - s) % p]
         comm.sendrecv(send, right, got, left)

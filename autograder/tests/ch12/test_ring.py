@@ -168,12 +168,14 @@ def test_ring_allreduce_bytes_per_rank_against_the_bound():
 
 @graded("12.2", points=1)
 def test_ring_allreduce_errors():
-    """contract: Raises ``OpError("ring_allreduce", problem, hint)`` naming ``buf``
-    contract: when its dtype is not float32, float64, int32 or int64"""
+    """contract: Raises ``OpError("ring_allreduce", problem, hint)`` naming ``buf`` and its type
+    contract: and ``buf`` and its dtype when that is not float32, float64, int32 or int64"""
     bad = [[1.0, 2.0], np.ones(3, np.complex128), np.ones(3, np.float16), np.ones(3, bool)]
+    what = ["list", "complex128", "float16", "bool"]
     for p in [1, 2]:
         for rank in run_threads(p, errors, {"bufs": bad}, timeout=LIMIT):
-            for buf, (op, problem, hint) in zip(bad, rank):
-                ok = op == "ring_allreduce" and _named(problem, "buf") and bool(hint)
+            for buf, word, (op, problem, hint) in zip(bad, what, rank):
+                named = _named(problem, "buf") and _named(problem, word)
+                ok = op == "ring_allreduce" and named and bool(hint)
                 check(ok, "12.2", "OpError('ring_allreduce', ...) naming buf, with a hint",
                       value=text(op), p=p, buf=buf, got=(op, problem, hint))  # fmt: skip
