@@ -117,3 +117,13 @@ def test_a_rank_still_busy_at_the_limit_is_a_timeout():
 
     with pytest.raises(RankTimeout, match=r"ranks \[1\] of 2 still running after 1 s"):
         run_threads(2, lambda c: time.sleep(3 * c.rank), timeout=1)
+
+
+def _stub(comm):
+    raise NotImplementedError("Exercise 12.2: ring_allreduce")
+
+
+def test_a_stub_on_a_rank_is_reported_as_not_implemented():
+    with pytest.raises(NotImplementedError, match="Exercise 12.2") as e:
+        run_threads(2, _stub)
+    assert "raised on rank 0 of 2" in e.value.__notes__

@@ -226,23 +226,23 @@ def run_threads(n: int, fn, args: dict | None = None, timeout: float = 30.0) -> 
     """Run ``fn(comm, **args)`` on ``n`` thread ranks; each rank's return value, in rank order.
 
     A rank that raises makes this raise ``RankError`` with its traceback (the others
-    are stopped at their next wait); ``Deadlock`` when all wait on each other;
+    are stopped at their next wait; a ``NotImplementedError``, a stub's, is raised as it is); ``Deadlock`` when all wait on each other;
     ``RankTimeout`` when ranks still wait at ``timeout`` seconds.
     """
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"run_threads: n={n!r} ranks; give a positive int")
     world = _World(n, time.monotonic() + timeout)
     results: list = [None] * n
-    failed: dict[int, str] = {}
+    failed: dict[int, tuple] = {}
 
     def body(rank: int) -> None:
         try:
             results[rank] = fn(ThreadComm(world, rank), **(args or {}))
         except _Stop:
             pass
-        except BaseException:  # noqa: BLE001 - reported to the caller
+        except BaseException as e:  # noqa: BLE001 - reported to the caller
             with world.cond:
-                failed[rank] = traceback.format_exc()
+                failed[rank] = (e, traceback.format_exc())
                 world.stop = world.stop or f"rank {rank} raised"
         finally:
             with world.cond:
@@ -259,7 +259,11 @@ def run_threads(n: int, fn, args: dict | None = None, timeout: float = 30.0) -> 
     name = getattr(fn, "__name__", repr(fn))
     if failed:
         r = min(failed)
-        raise RankError(f"{name}: rank {r} of {n} raised:\n{failed[r]}")
+        exc, trace = failed[r]
+        if isinstance(exc, NotImplementedError):  # a stub: say so, as a test in one process would
+            exc.add_note(f"raised on rank {r} of {n}")
+            raise exc
+        raise RankError(f"{name}: rank {r} of {n} raised:\n{trace}")
     if any(t.is_alive() for t in threads) or (world.stop or "").startswith("time"):
         busy = [r for r, t in enumerate(threads) if t.is_alive()]
         raise RankTimeout(f"{name}: ranks {busy or sorted(world.waiting)} of {n} still running "
