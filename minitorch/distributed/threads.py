@@ -41,7 +41,7 @@ class _Op:
 
     def __init__(self, kind, rank, peer, tag, buf):
         self.kind, self.rank, self.peer, self.tag, self.buf = kind, rank, peer, tag, buf
-        self.done = False
+        self.done, self.error = False, None  # error: a bad message, raised in the receiver
 
     def describe(self) -> str:
         way = "to" if self.kind == "send" else "from"
@@ -58,7 +58,6 @@ class _World:
         self.live = n
         self.stop: str | None = None  # why every waiting rank must stop
         self.coll: dict = {"gen": 0, "vals": {}}
-        self.error: BaseException | None = None  # a bad message, raised in the receiver
 
     def match(self) -> None:
         """Pair posted receives with the earliest posted send of their source and tag."""
@@ -119,7 +118,7 @@ class _Pending:
         w = self.comm.world
         with w.cond:
             w.wait(self.comm.rank, self.op.describe(), lambda: self.op.done)
-        if getattr(self.op, "error", None) is not None:
+        if self.op.error is not None:
             raise self.op.error
 
 
