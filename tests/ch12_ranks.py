@@ -30,3 +30,16 @@ def raises_on_rank_1(comm):
 
 def mpi_allreduce(comm, n):
     return comm.allreduce(np.full(n, comm.rank + 1, np.float64)).tolist()
+
+
+def ring_against_mpi(comm, ns):
+    """The reference ring and MPI's Allreduce on the same buffers: per n, both sums and bytes sent."""
+    import solutions.reference.ch12_ring as ref
+    from minitorch.distributed import CountingComm
+
+    out = []
+    for n in ns:
+        x = np.random.default_rng(comm.rank).integers(-9, 9, n).astype(np.float64)
+        c = CountingComm(comm)
+        out.append((ref.ring_allreduce(c, x), comm.allreduce(x), c.bytes_sent))
+    return out

@@ -21,7 +21,7 @@ def _names(chapter: int) -> dict[str, str]:
 
 def test_every_chapter_has_generated_mutants_with_owners():
     keys = set()
-    for chapter in range(1, 12):
+    for chapter in range(1, 13):
         found = generate(chapter, _names(chapter))
         assert len(found) > 50, f"chapter {chapter}: only {len(found)} mutants"
         for g in found:
@@ -40,13 +40,13 @@ def test_no_chapter_loses_a_killed_mutant(tmp_path):
     exercise (the same ones every run), each graded like a learner's code, must be killed.
     A change that weakens an exercise's graded tests lets its mutant survive here."""
     out = tmp_path / "mutation.json"
-    chapters = [str(c) for c in range(1, 12)]
+    chapters = [str(c) for c in range(1, 13)]
     cmd = [sys.executable, "-m", "tests.mutation", *chapters, "--per-exercise", "1",
            "--json", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
     results = json.loads(out.read_text())
-    assert [r["chapter"] for r in results] == list(range(1, 12))
+    assert [r["chapter"] for r in results] == list(range(1, 13))
     for result in results:
         reached = {e for row in result["rows"] for e in row["exercises"]}
         assert reached == set(_names(result["chapter"])), f"chapter {result['chapter']}"

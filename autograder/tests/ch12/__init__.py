@@ -1,0 +1,1 @@
+"""Graded tests of chapter 12 (data-parallel training on MPI)."""
