@@ -1,0 +1,234 @@
+"""Graded tests, chapter 12 (compile): the all-reduce cost model (12.7) and the open bucket
+choice (12.8). Both are pure functions: no ranks are started here.
+
+12.7 is checked against the formulas of its docstring, computed here, over every algorithm,
+1 to 9 ranks (powers of two and not), sizes that ``p`` does not divide, empty buffers, a zero
+latency and extreme sizes. 12.8 is open: any valid bucketing is an answer, and the points
+grow with how low its modelled step time is on the frozen suite (``bucket_suite.SUITE``),
+computed here (:func:`_step`, a ring) and compared with the reference's, frozen there.
+
+Measured on the suite (mean over its 9 cases of step time / the reference's): one bucket
+1.240, one bucket per gradient 1.313, a size limit of a quarter of the gradients 1.033, of a
+tenth 1.017, the best size limit of each case (searched with the model) 1.001.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+from autograder.harness import assert_close, check, graded
+from minitorch.core.errors import OpError
+from minitorch.distributed.cost import LinkModel, allreduce_time, choose_buckets
+
+from .bucket_suite import SUITE
+
+# ---------------------------------------------------------------- 12.7 the cost model
+
+
+def _expected(algorithm, nbytes, p, latency, bandwidth) -> float:
+    if p == 1 or nbytes == 0:
+        return 0.0
+    rounds, each = {
+        "ring": (2 * (p - 1), nbytes / p),
+        "tree": (2 * math.ceil(math.log2(p)), nbytes),
+        "naive": (2 * (p - 1), nbytes),
+    }[algorithm]
+    return rounds * (latency + each / bandwidth)
+
+
+CASES = [
+    (a, n, p, lat, bw)
+    for a in ("ring", "tree", "naive")
+    for p in (1, 2, 3, 4, 5, 8, 9)
+    for n in (0, 1, 7, 1000, 4096, 10**12)
+    for lat, bw in ((1e-5, 1e9), (0.0, 3e8), (2e-3, 1.5e6))
+]
+
+
+@graded("12.7", points=3)
+def test_allreduce_time_matches_the_model():
+    """contract: Returns the modelled time as a float"""
+    got, want, wrong = [], [], []
+    for case in CASES:
+        t = allreduce_time(*case)
+        if not isinstance(t, float):
+            wrong.append((case, type(t).__name__))
+            continue
+        got.append(t)
+        want.append(_expected(*case))
+    check(not wrong, "12.7", "allreduce_time returns a float", returned=wrong[:3])
+    assert_close(got, want, "12.7", rtol=1e-12, atol=0.0, cases=CASES[:4])
+
+
+@graded("12.7", points=1)
+def test_allreduce_time_nothing_to_send_costs_zero():
+    """contract: One rank (``p == 1``) or an empty buffer (``nbytes == 0``) sends nothing and costs ``0.0``"""
+    cases = [(a, n, 1, 1e-3, 1e6) for a in ("ring", "tree", "naive") for n in (0, 5, 1e9)]
+    cases += [(a, 0, p, 1e-3, 1e6) for a in ("ring", "tree", "naive") for p in (2, 3, 4)]
+    got = [allreduce_time(*c) for c in cases]
+    check(all(g == 0.0 and isinstance(g, float) for g in got), "12.7",
+          "nothing to send costs 0.0 (one rank, or an empty buffer)", value=got,
+          cases=cases)  # fmt: skip
+    # the smallest message still pays its latency
+    check(allreduce_time("ring", 1, 2, 1e-3, 1e6) > 2e-3, "12.7",
+          "one byte on two ranks pays the latency of both rounds", value=True)  # fmt: skip
+
+
+def _refused(args, arg) -> str | None:
+    """What went wrong when ``allreduce_time(*args)`` should refuse ``arg``; None if it did."""
+    try:
+        allreduce_time(*args)
+    except OpError as e:
+        if e.op != "allreduce_time":
+            return f"OpError names op {e.op!r}"
+        if not e.hint:
+            return "OpError without a hint of what would work"
+        if arg not in str(e).replace("=", " ").split():
+            return f"OpError does not name the argument {arg}: {e}"
+        return None
+    except Exception as e:  # noqa: BLE001 - the learner's error, reported
+        return f"raised {type(e).__name__}: {e}"
+    return "returned instead of raising"
+
+
+@graded("12.7", points=2)
+def test_allreduce_time_refuses_bad_arguments():
+    """contract: Raises ``OpError("allreduce_time", ...)`` naming the argument for an unknown ``algorithm``, ``nbytes < 0``, ``p`` that is not an int of at least 1 (a bool is not), ``latency < 0`` or ``bandwidth <= 0``"""
+    good = ("ring", 8, 2, 1e-5, 1e9)
+    bad = [
+        (("butterfly", 8, 2, 1e-5, 1e9), "algorithm"),
+        (("Ring", 8, 2, 1e-5, 1e9), "algorithm"),
+        (("ring", -1, 2, 1e-5, 1e9), "nbytes"),
+        (("tree", -1, 1, 1e-5, 1e9), "nbytes"),  # checked before one rank returns 0.0
+        (("ring", 8, 0, 1e-5, 1e9), "p"),
+        (("ring", 8, 2.0, 1e-5, 1e9), "p"),
+        (("ring", 8, True, 1e-5, 1e9), "p"),
+        (("naive", 0, -3, 1e-5, 1e9), "p"),  # checked before an empty buffer returns 0.0
+        (("ring", 8, 2, -1e-9, 1e9), "latency"),
+        (("ring", 8, 2, 1e-5, 0.0), "bandwidth"),
+        (("ring", 0, 2, 1e-5, -1.0), "bandwidth"),
+    ]
+    wrong = {f"{args}": why for args, arg in bad if (why := _refused(args, arg))}
+    check(not wrong, "12.7", "refuse each bad argument with OpError('allreduce_time', ...) "
+          "naming it and saying what would work", wrong=wrong)  # fmt: skip
+    # at the boundaries: a zero latency and the smallest bandwidth are allowed
+    ok = [allreduce_time(*good), allreduce_time("ring", 8, 2, 0.0, 1e-300),
+          allreduce_time("tree", 8, 2, 0.0, 5e-324)]  # fmt: skip
+    check(all(isinstance(t, float) for t in ok), "12.7",
+          "a zero latency and any positive bandwidth are allowed", value=ok)  # fmt: skip
+
+
+# ---------------------------------------------------------------- 12.8 the bucket choice
+
+EXTRA = {  # edge cases, checked for validity only
+    "no gradients": ([], [], LinkModel(2, 1e-4, 1e9)),
+    "one gradient": ([4096], [1e-3], LinkModel(4, 1e-4, 1e9)),
+    "all ready at once": ([64] * 5, [2e-3] * 5, LinkModel(4, 1e-3, 1e6)),
+    "empty gradients": ([0, 16, 0, 0, 8], [0.0, 1e-4, 1e-4, 2e-4, 3e-4], LinkModel(3, 1e-5, 1e8)),
+}
+
+
+def _step(buckets, sizes, ready, p, latency, bandwidth) -> float:
+    """The modelled step time (a ring; each bucket's reduce after its last gradient and
+    the bucket before it), counted here and not through the learner's 12.7."""
+    end = 0.0
+    for b in buckets:
+        n = sum(sizes[i] for i in b)
+        cost = 2 * (p - 1) * (latency + n / p / bandwidth) if p > 1 and n else 0.0
+        end = max(end, ready[b[-1]]) + cost
+    return max(end, ready[-1] if ready else 0.0)
+
+
+def _valid(buckets, n) -> str | None:
+    if not isinstance(buckets, list):
+        return f"returned a {type(buckets).__name__}, not a list of buckets"
+    if not all(isinstance(b, list) and b for b in buckets):
+        return "a bucket is not a non-empty list"
+    flat = [i for b in buckets for i in b]
+    if not all(type(i) is int for i in flat) or flat != list(range(n)):
+        return f"the buckets hold {flat[:12]}: every index 0 .. {n - 1} once, in order"
+    return None
+
+
+def _run(cases) -> tuple[dict, dict]:
+    """{case: what went wrong} and {case: the buckets}; the inputs are copies."""
+    wrong, chosen = {}, {}
+    for name, (sizes, ready, model) in cases.items():
+        s, r = list(sizes), list(ready)
+        try:
+            buckets = choose_buckets(s, r, model)
+        except Exception as e:  # noqa: BLE001 - the learner's error, reported per case
+            wrong[name] = f"choose_buckets raised {type(e).__name__}: {e}"
+            continue
+        why = _valid(buckets, len(sizes)) or (
+            (s != list(sizes) or r != list(ready)) and "changed sizes or ready_times")
+        if why:
+            wrong[name] = why
+        else:
+            chosen[name] = copy.deepcopy(buckets)
+    return wrong, chosen
+
+
+def _suite() -> dict:
+    return {n: (c["sizes"], c["ready"], LinkModel(c["p"], c["latency"], c["bandwidth"]))
+            for n, c in SUITE.items()}  # fmt: skip
+
+
+def _baseline() -> list:
+    return [c["reference"] for c in SUITE.values()]
+
+
+@graded("12.8", points=2)
+def test_buckets_are_valid():
+    """contract: Return a list of buckets, each a non-empty list of gradient indices, that takes every gradient exactly once, in backward order"""
+    wrong, _ = _run({**_suite(), **EXTRA})
+    check(not wrong, "12.8", "return buckets that take every gradient once, in backward order "
+          "(consecutive runs: [[0, 1], [2], [3, 4]])", value=_baseline(), wrong=wrong)  # fmt: skip
+
+
+@graded("12.8", points=1)
+def test_buckets_leave_the_inputs_unchanged():
+    """contract: Decide only: leave ``sizes`` and ``ready_times`` unchanged"""
+    changed = []
+    for name, (sizes, ready, model) in {**_suite(), **EXTRA}.items():
+        s, r = list(sizes), list(ready)
+        try:
+            choose_buckets(s, r, model)
+        except Exception:  # noqa: BLE001 - graded by test_buckets_are_valid
+            continue
+        if s != list(sizes) or r != list(ready):
+            changed.append(name)
+    check(not changed, "12.8", "choose_buckets changed its inputs: decide only",
+          value=len(SUITE), cases=changed)  # fmt: skip
+
+
+def _outcome(mean_limit: float, each_limit: float) -> None:
+    wrong, chosen = _run(_suite())
+    check(not wrong, "12.8", "a choice was not valid", wrong=wrong)
+    ratios = {}
+    for name, c in SUITE.items():
+        args = (c["sizes"], c["ready"], c["p"], c["latency"], c["bandwidth"])
+        ratios[name] = _step(chosen[name], *args) / c["reference"]
+    mean, worst = sum(ratios.values()) / len(ratios), max(ratios.values())
+    check(mean <= mean_limit and worst <= each_limit, "12.8",
+          f"step time / the reference's: mean {mean:.3f} (this tier needs {mean_limit} or "
+          f"less), worst {worst:.3f} (needs {each_limit}); one bucket 1.240, one per "
+          "gradient 1.313", value=_baseline(),
+          ratios="; ".join(f"{n} {r:.3f}" for n, r in ratios.items()))  # fmt: skip
+
+
+@graded("12.8", points=1)
+def test_buckets_outcome_beat_one_bucket_and_one_per_gradient():
+    _outcome(1.20, math.inf)
+
+
+@graded("12.8", points=2)
+def test_buckets_outcome_within_five_percent():
+    _outcome(1.05, 1.15)
+
+
+@graded("12.8", points=2)
+def test_buckets_outcome_near_the_best():
+    # the best fixed size limit of each case, searched with the model: 1.001, worst 1.004
+    _outcome(1.01, 1.03)
