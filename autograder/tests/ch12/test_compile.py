@@ -17,6 +17,8 @@ from __future__ import annotations
 import copy
 import math
 
+import numpy as np
+
 from autograder.harness import assert_close, check, graded
 from minitorch.core.errors import OpError
 from minitorch.distributed.cost import LinkModel, allreduce_time, choose_buckets
@@ -146,7 +148,8 @@ def _valid(buckets, n) -> str | None:
     if not all(isinstance(b, list) and b for b in buckets):
         return "a bucket is not a non-empty list"
     flat = [i for b in buckets for i in b]
-    if not all(type(i) is int for i in flat) or flat != list(range(n)):
+    ints = all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in flat)
+    if not ints or flat != list(range(n)):
         return f"the buckets hold {flat[:12]}: every index 0 .. {n - 1} once, in order"
     return None
 
