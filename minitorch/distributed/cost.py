@@ -165,3 +165,42 @@ def choose_buckets(sizes, ready_times, model: LinkModel) -> list[list[int]]:
     depends only on when the one before it ended and on what it holds.
     """
     raise NotImplementedError("Exercise 12.8: choose_buckets")
+
+
+def _naive_allreduce(comm, buf: np.ndarray) -> np.ndarray:
+    """Gather to rank 0, sum, send the sum back to each rank: the baseline the model's
+    ``"naive"`` describes (every message through rank 0)."""
+    out = buf.copy()
+    if comm.rank == 0:
+        part = np.empty_like(buf)
+        for r in range(1, comm.size):
+            out += comm.recv(part, r)
+        for r in range(1, comm.size):
+            comm.send(out, r)
+    else:
+        comm.send(buf, 0)
+        comm.recv(out, 0)
+    return out
+
+
+def measure_reductions(comm, sizes, repeats: int = 10) -> dict:
+    """The book's measurement, run on every rank: the link (:func:`measure_link`) and the
+    fastest time of MPI's ``Allreduce`` and of the naive reduction for each float64
+    buffer of ``sizes`` bytes. Rank 0's times: ``{"link": (latency, bandwidth), "mpi":
+    [...], "naive": [...]}``; the results are checked against the sum on every rank."""
+    link = measure_link(comm)
+    times = {"mpi": [], "naive": []}
+    for n in sizes:
+        buf = np.full(max(1, n // 8), comm.rank + 1.0)
+        want = comm.size * (comm.size + 1) / 2
+        for name, fn in (("mpi", comm.allreduce), ("naive", lambda b: _naive_allreduce(comm, b))):
+            fastest = float("inf")
+            for _ in range(repeats):
+                comm.barrier()
+                t0 = time.perf_counter()
+                out = fn(buf)
+                fastest = min(fastest, time.perf_counter() - t0)
+                if not np.all(out == want):
+                    raise AssertionError(f"{name} all-reduce of {n} bytes gave {out[:3]}")
+            times[name].append(comm.bcast_object(fastest))
+    return {"link": link, **times}
