@@ -14,3 +14,4 @@ The same code runs across machines: ``mpiexec`` takes MPI's own host file
 from .comm import Comm, CountingComm, Request, world
 from .launch import RankError, RankTimeout, run
 from .cost import LinkModel, allreduce_time, choose_buckets, measure_link, step_time
+from .collective import overlap_order, reduce_gradients, use

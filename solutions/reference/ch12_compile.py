@@ -49,3 +49,32 @@ def choose_buckets(sizes, ready_times, model):
         buckets.append(list(range(cut[j], j)))
         j = cut[j]
     return buckets[::-1]
+
+
+def overlap_order(deps, starts, waits):
+    n = len(deps)
+    users = [[] for _ in range(n)]
+    for i, ds in enumerate(deps):
+        for d in ds:
+            users[d].append(i)
+
+    def closure(root, edges):
+        seen, todo = {root}, [root]
+        while todo:
+            for j in edges[todo.pop()]:
+                if j not in seen:
+                    seen.add(j)
+                    todo.append(j)
+        return seen
+
+    placed, head = set(), []
+    for s in starts:
+        new = sorted(closure(s, deps) - placed)
+        head += new
+        placed.update(new)
+    tail = []
+    for w in reversed(waits):
+        new = sorted(closure(w, users) - placed)
+        tail = new + tail  # the wait is the first of them: it needs nothing among them
+        placed.update(new)
+    return head + [i for i in range(n) if i not in placed] + tail

@@ -1,5 +1,11 @@
-"""Graded tests, chapter 12 (compile): the all-reduce cost model (12.7) and the open bucket
-choice (12.8). Both are pure functions: no ranks are started here.
+"""Graded tests, chapter 12 (compile): the compiled step's schedule (12.6), the all-reduce cost
+model (12.7) and the open bucket choice (12.8).
+
+12.6 is checked as a function on hand-made and drawn dependency lists, against the rule of its
+docstring computed here (with bit sets, not walks), and in one launch of 2 ranks: a compiled
+data-parallel step whose graph holds the all-reduce starts and waits where the rule puts them,
+with eager's losses and parameters bit for bit and one process's on the whole batch. 12.7 and
+12.8 are pure functions: no ranks.
 
 12.7 is checked against the formulas of its docstring, computed here, over every algorithm,
 1 to 9 ranks (powers of two and not), sizes that ``p`` does not divide, empty buffers, a zero
@@ -21,9 +27,154 @@ import numpy as np
 
 from autograder.harness import assert_close, check, graded
 from minitorch.core.errors import OpError
+from minitorch.distributed import run
+from minitorch.distributed.collective import overlap_order
 from minitorch.distributed.cost import LinkModel, allreduce_time, choose_buckets
 
 from .bucket_suite import SUITE
+
+# ---------------------------------------------------------------- 12.6 the schedule
+
+
+def _rule(deps, starts, waits) -> list:
+    """The docstring's three parts, with the needed-by sets as bit masks."""
+    n = len(deps)
+    up = [0] * n  # up[i]: i and every node it needs
+    for i in range(n):
+        up[i] = 1 << i
+        for d in deps[i]:
+            up[i] |= up[d]
+    down = [0] * n  # down[i]: i and every node that needs it
+    for i in reversed(range(n)):
+        down[i] |= 1 << i
+        for d in deps[i]:
+            down[d] |= down[i]
+    bits = lambda m: [i for i in range(n) if m >> i & 1]  # noqa: E731
+    head, taken = [], 0
+    for s in starts:
+        head += bits(up[s] & ~taken)
+        taken |= up[s]
+    tail = []
+    for w in reversed(waits):
+        tail = bits(down[w] & ~taken) + tail
+        taken |= down[w]
+    return head + bits(((1 << n) - 1) & ~taken) + tail
+
+
+def _drawn(seed, n=14):
+    """A random step: gradients, a start and a wait per bucket, updates reading the waits."""
+    rng = np.random.default_rng(seed)
+    deps = [sorted({int(j) for j in rng.integers(0, i, rng.integers(0, 3))}) if i else []
+            for i in range(n)]  # fmt: skip
+    starts, waits = [], []
+    for k in range(int(rng.integers(1, 4))):
+        src = sorted({int(j) for j in rng.integers(0, len(deps), 2)})
+        starts.append(len(deps))
+        deps.append(src)
+        waits.append(len(deps))
+        deps.append([starts[-1]])
+    for w in waits:
+        deps.append(sorted({w, int(rng.integers(0, n))}))  # an update: the reduce and a node
+    return deps, starts, waits
+
+
+SCHEDULES = [
+    ([[], [0], [0], [1], [3]], [1], [3]),
+    ([[], [], [0], [2], [1], [3]], [2], [3]),
+    # two buckets: gradients 0, 2, 4 computed in a chain; the buckets are (0, 2) and (4)
+    ([[], [0], [1], [2], [3], [0, 2], [5], [4], [7], [6], [8], [9, 1], [10, 3]],
+     [6, 8], [9, 10]),  # fmt: skip
+] + [_drawn(seed) for seed in range(12)]
+
+
+@graded("12.6", points=2)
+def test_overlap_order_follows_the_rule():
+    """contract: Return a new order of ``range(len(deps))`` (a list holding every index once) built in three parts
+    contract: So a start comes right after the last node it needs, and a wait right before the first node that needs it
+    """
+    want = [_rule(*c) for c in SCHEDULES]
+    got, wrong = [], {}
+    for k, c in enumerate(SCHEDULES):
+        order = overlap_order(*copy.deepcopy(c))
+        got.append(list(order) if isinstance(order, (list, tuple)) else order)
+        if got[-1] != want[k]:
+            wrong[k] = (c, got[-1])
+    check(not wrong, "12.6", "the order of the three parts: what each start needs, then the "
+          "rest, then each wait and what needs it", value=want,
+          first_wrong=next(iter(wrong.values()), None))  # fmt: skip
+
+
+@graded("12.6", points=1)
+def test_overlap_order_keeps_every_node_after_its_inputs():
+    """contract: Every node still comes after the nodes it reads
+    contract: Leave ``deps`` unchanged
+    """
+    bad, changed = {}, []
+    for k, c in enumerate(SCHEDULES):
+        deps = copy.deepcopy(c[0])
+        order = overlap_order(deps, list(c[1]), list(c[2]))
+        if deps != c[0]:
+            changed.append(k)
+        if sorted(order) != list(range(len(deps))):
+            bad[k] = "not every index once"
+            continue
+        at = {i: j for j, i in enumerate(order)}
+        if any(at[d] > at[i] for i, ds in enumerate(deps) for d in ds):
+            bad[k] = "a node before a node it reads"
+    check(not bad and not changed, "12.6", "a valid order of every node, deps left as it was",
+          value=len(SCHEDULES), bad=bad, changed=changed)  # fmt: skip
+
+
+@graded("12.6", points=1)
+def test_overlap_order_boundaries():
+    """contract: A node needed by a start is placed in part 1 even when it needs a wait"""
+    cases = [
+        ([], [], []),
+        ([[], [0], [1]], [], []),  # nothing to schedule: program order
+        ([[], [0], [1]], [1], [2]),  # a wait no node reads ends the order
+        # bucket 1's start needs node 4, which reads bucket 0's wait: part 1 takes both
+        ([[], [0], [1], [], [2, 3], [4], [5], [6, 2]], [1, 5], [2, 6]),
+        ([[], [], [], [1], [0]], [3], []),  # a start without a wait goes first
+    ]
+    want = [_rule(*c) for c in cases]
+    got = [overlap_order(*copy.deepcopy(c)) for c in cases]
+    check(got == want, "12.6", "boundaries: no nodes, no collectives, a wait nobody reads, a "
+          "node a start needs after a wait", value=want, got=got)  # fmt: skip
+
+
+@graded("12.6", points=3)
+def test_compiled_data_parallel_step_on_two_ranks():
+    """One launch of 2 ranks: the compiled step's graph holds a start and a wait per bucket,
+    each start right after the node it reduces and each wait right before its first reader,
+    the first bucket issued before the last bucket's gradients exist; eager's losses and
+    parameters bit for bit, and one process training on the whole batch within float32."""
+    out = run(2, "autograder.tests.ch12.ranks_compile:data_parallel", {"steps": 3}, timeout=240)
+    facts, equal, close = {}, [], []
+    whole = out[0]["whole batch"]
+    for name in ("two", "per parameter"):
+        for r in (0, 1):
+            o, g = out[r][name], out[r][name]["graph"]
+            buckets = 2 if name == "two" else 6
+            facts[f"{name} {r}"] = g and (
+                g["ops"] == ["all_reduce_start", "all_reduce_wait"]
+                and len(g["starts"]) == len(g["waits"]) == buckets
+                and all(s == last + 1 for s, last in g["starts"])
+                and all(first == w + 1 for w, first in g["waits"])
+                and g["starts"][0][0] < g["starts"][-1][1]
+            )
+            equal.append(o["losses"] == o["eager_losses"] and all(
+                np.array_equal(a, b) for a, b in zip(o["params"], o["eager_params"])))
+            close.append(all(np.allclose(a, b, rtol=1e-5, atol=1e-6)
+                             for a, b in zip(o["params"], whole["params"])))  # fmt: skip
+        mean = [(a + b) / 2 for a, b in zip(out[0][name]["losses"], out[1][name]["losses"])]
+        close.append(bool(np.allclose(mean, whole["losses"], rtol=1e-5)))
+    check(all(facts.values()), "12.6", "the compiled step's all-reduces: split into a start and "
+          "a wait, issued early, waited late", value=True, facts=facts)  # fmt: skip
+    check(all(equal), "12.6", "the compiled step gives the eager step's losses and parameters",
+          value=True)  # fmt: skip
+    check(all(close), "12.6", "data-parallel training gives one process's training on the "
+          "whole batch", value=True)  # fmt: skip
+
 
 # ---------------------------------------------------------------- 12.7 the cost model
 
