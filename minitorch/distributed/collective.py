@@ -21,7 +21,7 @@ import numpy as np
 from ..autograd.ops import pad_slice
 from ..core import dtypes as dt
 from ..core.errors import OpError
-from ..core.registry import OpKind, Spec, dispatch, register_kernel, register_op, register_vjp
+from ..core.registry import REQUIRED, OpKind, Spec, dispatch, register_kernel, register_op, register_vjp
 from ..exercises import exercise
 from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import NODE_KERNELS
@@ -46,21 +46,28 @@ def use(comm):
         _stack().pop()
 
 
-def current(op: str = "all_reduce"):
+def current():
+    """The communicator of the innermost :func:`use`, else every rank ``mpiexec`` started
+    (one rank without it, where an all-reduce gives its input back)."""
     if not _stack():
-        raise OpError(op, "no communicator to reduce over",
-                      "run the step inside `with minitorch.distributed.collective.use(comm):`")  # fmt: skip
+        from .comm import world
+
+        _stack().append(world())  # kept: MPI's world does not change while a process runs
     return _stack()[-1]
 
 
-def _infer(x: Spec) -> Spec:
-    if not dt.is_float(x.dtype) or x.device != "cpu":
-        raise OpError("all_reduce", f"x is {x.dtype.name} on {x.device}",
-                      "all-reduce float32 or float64 tensors on the cpu")  # fmt: skip
-    return x
+def _infer(op: str):
+    def infer(x: Spec, **attrs) -> Spec:
+        if x.dtype not in (dt.float32, dt.float64) or x.device != "cpu":
+            raise OpError(op, f"x is {x.dtype.name} on {x.device}",
+                          "all-reduce float32 or float64 tensors on the cpu (MPI reads host "
+                          "memory)")  # fmt: skip
+        return x
+
+    return infer
 
 
-register_op("all_reduce", OpKind.OPAQUE, 1, _infer, pure=False,
+register_op("all_reduce", OpKind.OPAQUE, 1, _infer("all_reduce"), pure=False,
             doc="the average over the ranks of every rank's x (MPI's Allreduce, then / size)")  # fmt: skip
 
 
@@ -68,9 +75,14 @@ def _average(summed: np.ndarray, size: int) -> TensorData:
     return TensorData.from_numpy((summed / summed.dtype.type(size)).astype(summed.dtype))
 
 
+def _host(x: TensorData, out: Spec) -> np.ndarray:
+    """A contiguous copy MPI may read while the step goes on (0-d stays 0-d)."""
+    return np.array(x.to_numpy(), dtype=out.dtype, order="C")
+
+
 def _all_reduce(x: TensorData, out: Spec) -> TensorData:
     comm = current()
-    return _average(comm.allreduce(np.ascontiguousarray(x.to_numpy(), out.dtype)), comm.size)
+    return _average(comm.allreduce(_host(x, out)), comm.size)
 
 
 for _b in ("numpy", "python", "numba"):
@@ -127,8 +139,8 @@ def overlap_order(deps: list[list[int]], starts: list[int], waits: list[int]) ->
 
     So a start comes right after the last node it needs, and a wait right before the
     first node that needs it. Every node still comes after the nodes it reads.
-    A node needed by a start is placed in part 1 even when it needs a wait. Leave
-    ``deps`` unchanged.
+    A node needed by a start is placed in part 1 even when it needs a wait. Leave the
+    lists of ``deps`` unchanged.
 
     Example:
         >>> # 0 grad a; 1 start(0); 2 grad b (reads 0); 3 wait(1); 4 update (reads 3)
@@ -144,12 +156,18 @@ def overlap_order(deps: list[list[int]], starts: list[int], waits: list[int]) ->
 
 
 START, WAIT = "all_reduce_start", "all_reduce_wait"
+# Plan-only ops (in the registry for their shape rule, so graphs holding them verify): no
+# backend kernel, eager refuses them; a plan runs them with the kernels of NODE_KERNELS.
+for _name, _doc in ((START, "posts the all-reduce of x (tag: which one) and passes x on"),
+                    (WAIT, "waits for the all-reduce of its tag and gives the average")):  # fmt: skip
+    register_op(_name, OpKind.OPAQUE, 1, _infer(_name), attrs={"tag": REQUIRED}, pure=False,
+                doc=_doc)  # fmt: skip
 
 
 def _start_kernel(node, backend):
     def start(x, out, tag):
-        comm = current(START)
-        buf = np.ascontiguousarray(x.to_numpy(), out.dtype)
+        comm = current()
+        buf = _host(x, out)
         summed = np.empty_like(buf)
         _stack()
         _local.pending[tag] = (comm.iallreduce(buf, summed), summed, buf, comm.size)
