@@ -14,6 +14,59 @@ from solutions.reference import ch12_compile as ref
 
 from . import mutant
 
+# ---------------------------------------------------------------- 12.6
+
+
+@mutant("12.6", "keeps program order: nothing issued early or waited late")
+def overlap_order(deps, starts, waits):
+    return list(range(len(deps)))
+
+
+@mutant("12.6", "moves each start after its last input, but not what it needs before it")
+def overlap_order(deps, starts, waits):  # noqa: F811
+    rest = [i for i in range(len(deps)) if i not in set(starts)]
+    for s in starts:
+        last = max(deps[s], default=-1)
+        rest.insert(rest.index(last) + 1 if last >= 0 else 0, s)
+    return rest
+
+
+@mutant("12.6", "every wait at the very end, after the nodes that read it")
+def overlap_order(deps, starts, waits):  # noqa: F811
+    order = ref.overlap_order(deps, starts, waits)
+    return [i for i in order if i not in set(waits)] + list(waits)
+
+
+@mutant("12.6", "the tail built from the first wait: a node needing two waits goes too early")
+def overlap_order(deps, starts, waits):  # noqa: F811
+    return ref.overlap_order(deps, starts, waits[::-1]) if len(waits) > 1 else \
+        ref.overlap_order(deps, starts, waits)
+
+
+@mutant("12.6", "sorts each node's deps in place, latest first")
+def overlap_order(deps, starts, waits):  # noqa: F811
+    for d in deps:
+        d.sort(reverse=True)
+    return ref.overlap_order(deps, starts, waits)
+
+
+@mutant("12.6", "what a start needs in the order found (a walk), not in program order")
+def overlap_order(deps, starts, waits):  # noqa: F811
+    placed, head = set(), []
+
+    def need(i):
+        if i not in placed:
+            placed.add(i)
+            for d in reversed(deps[i]):
+                need(d)
+            head.append(i)
+
+    for s in starts:
+        need(s)
+    rest = ref.overlap_order(deps, [], waits)
+    return head + [i for i in rest if i not in placed]
+
+
 # ---------------------------------------------------------------- 12.7
 
 
