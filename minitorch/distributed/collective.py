@@ -227,9 +227,8 @@ def schedule_lines(graph, pairs) -> list[str]:
         last = max((pos[i] for i in s.inputs), default=-1)
         first = min((pos[u] for u in w.users), default=len(graph.nodes))
         nbytes = s.spec.size * s.spec.dtype.itemsize
-        lines.append(f"  bucket {k}: {nbytes:,} B, issued at node {pos[s]} (inputs ready at "
-                     f"{last}), waited at node {pos[w]} (first read at {first}); "
-                     f"{pos[w] - pos[s] - 1} nodes overlap it")  # fmt: skip
+        lines.append(f"  bucket {k}: {nbytes:,} B; issued at node {pos[s]} (input at {last}), "
+                     f"waited at {pos[w]} (read at {first}); {pos[w] - pos[s] - 1} nodes between")  # fmt: skip
     return lines
 
 
