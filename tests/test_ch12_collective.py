@@ -30,7 +30,10 @@ def _step(buckets_of, debug=False):
         return loss
 
     rng = np.random.default_rng(0)
-    x, y = mt.tensor(rng.standard_normal((5, 8)).astype(np.float32)), mt.tensor(rng.integers(0, 4, 5))
+    x, y = (
+        mt.tensor(rng.standard_normal((5, 8)).astype(np.float32)),
+        mt.tensor(rng.integers(0, 4, 5)),
+    )
     return m, step, x, y
 
 

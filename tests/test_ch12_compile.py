@@ -60,8 +60,12 @@ def test_the_reference_is_the_best_bucketing():
 def test_measured_link_and_reductions_on_two_ranks():
     """One launch: the fitted link is positive and every rank gets rank 0's figures; the
     measured reductions gave the right sums (checked in the ranks) and are positive."""
-    out = run(2, "minitorch.distributed.cost:measure_reductions",
-              {"sizes": [8, 1 << 16], "repeats": 3}, timeout=90)
+    out = run(
+        2,
+        "minitorch.distributed.cost:measure_reductions",
+        {"sizes": [8, 1 << 16], "repeats": 3},
+        timeout=90,
+    )
     assert out[0] == out[1]
     (latency, bandwidth) = out[0]["link"]
     assert latency >= 0 and bandwidth > 0

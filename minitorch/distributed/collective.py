@@ -21,7 +21,15 @@ import numpy as np
 from ..autograd.ops import pad_slice
 from ..core import dtypes as dt
 from ..core.errors import OpError
-from ..core.registry import REQUIRED, OpKind, Spec, dispatch, register_kernel, register_op, register_vjp
+from ..core.registry import (
+    REQUIRED,
+    OpKind,
+    Spec,
+    dispatch,
+    register_kernel,
+    register_op,
+    register_vjp,
+)
 from ..exercises import exercise
 from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import NODE_KERNELS

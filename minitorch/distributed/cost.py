@@ -21,7 +21,9 @@ ALGORITHMS = ("ring", "tree", "naive")
 
 
 @exercise("12.7")
-def allreduce_time(algorithm: str, nbytes: float, p: int, latency: float, bandwidth: float) -> float:
+def allreduce_time(
+    algorithm: str, nbytes: float, p: int, latency: float, bandwidth: float
+) -> float:
     """Seconds one all-reduce of ``nbytes`` bytes takes on ``p`` ranks, modelled.
 
     Each message of ``m`` bytes costs ``latency + m / bandwidth``; a rank sends one

@@ -39,8 +39,11 @@ def overlap_order(deps, starts, waits):  # noqa: F811
 
 @mutant("12.6", "the tail built from the first wait: a node needing two waits goes too early")
 def overlap_order(deps, starts, waits):  # noqa: F811
-    return ref.overlap_order(deps, starts, waits[::-1]) if len(waits) > 1 else \
-        ref.overlap_order(deps, starts, waits)
+    return (
+        ref.overlap_order(deps, starts, waits[::-1])
+        if len(waits) > 1
+        else ref.overlap_order(deps, starts, waits)
+    )
 
 
 @mutant("12.6", "sorts each node's deps in place, latest first")

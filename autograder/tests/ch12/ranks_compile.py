@@ -72,7 +72,8 @@ def _facts(graph) -> dict | None:
     return {
         "ops": sorted({n.op for n in graph.nodes if "all_reduce" in n.op}),
         "starts": [(pos[s], max(pos[i] for i in s.inputs)) for s in starts],
-        "waits": [(pos[w], min((pos[u] for u in w.users), default=len(graph.nodes)))
-                  for w in waits],  # fmt: skip
+        "waits": [
+            (pos[w], min((pos[u] for u in w.users), default=len(graph.nodes))) for w in waits
+        ],  # fmt: skip
         "n": len(graph.nodes),
     }

@@ -67,7 +67,7 @@ def _drawn(seed, n=14):
     deps = [sorted({int(j) for j in rng.integers(0, i, rng.integers(0, 3))}) if i else []
             for i in range(n)]  # fmt: skip
     starts, waits = [], []
-    for k in range(int(rng.integers(1, 4))):
+    for _ in range(int(rng.integers(1, 4))):
         src = sorted({int(j) for j in rng.integers(0, len(deps), 2)})
         starts.append(len(deps))
         deps.append(src)
@@ -82,8 +82,11 @@ SCHEDULES = [
     ([[], [0], [0], [1], [3]], [1], [3]),
     ([[], [], [0], [2], [1], [3]], [2], [3]),
     # two buckets: gradients 0, 2, 4 computed in a chain; the buckets are (0, 2) and (4)
-    ([[], [0], [1], [2], [3], [0, 2], [5], [4], [7], [6], [8], [9, 1], [10, 3]],
-     [6, 8], [9, 10]),  # fmt: skip
+    (
+        [[], [0], [1], [2], [3], [0, 2], [5], [4], [7], [6], [8], [9, 1], [10, 3]],
+        [6, 8],
+        [9, 10],
+    ),  # fmt: skip
 ] + [_drawn(seed) for seed in range(12)]
 
 
@@ -165,8 +168,10 @@ def test_compiled_data_parallel_step_on_two_ranks():
                 and all(first == w + 1 for w, first in g["waits"])
                 and g["starts"][0][0] < g["starts"][-1][1]
             )
-            equal.append(o["losses"] == o["eager_losses"] and all(
-                np.array_equal(a, b) for a, b in zip(o["params"], o["eager_params"])))
+            equal.append(
+                o["losses"] == o["eager_losses"]
+                and all(np.array_equal(a, b) for a, b in zip(o["params"], o["eager_params"]))
+            )
             close.append(all(np.allclose(a, b, rtol=1e-5, atol=1e-6)
                              for a, b in zip(o["params"], whole["params"])))  # fmt: skip
         mean = [(a + b) / 2 for a, b in zip(out[0][name]["losses"], out[1][name]["losses"])]
@@ -319,7 +324,8 @@ def _run(cases) -> tuple[dict, dict]:
             wrong[name] = f"choose_buckets raised {type(e).__name__}: {e}"
             continue
         why = _valid(buckets, len(sizes)) or (
-            (s != list(sizes) or r != list(ready)) and "changed sizes or ready_times")
+            (s != list(sizes) or r != list(ready)) and "changed sizes or ready_times"
+        )
         if why:
             wrong[name] = why
         else:
