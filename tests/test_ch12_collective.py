@@ -96,3 +96,12 @@ def test_a_wait_without_its_start_is_named():
     kernel = collective._wait_kernel(None, "numpy")
     with pytest.raises(OpError, match="all_reduce_wait: no all-reduce in flight under tag 7"):
         kernel(None, out=None, tag=7)
+
+
+def test_the_thread_pool_is_refused_for_a_data_parallel_step():
+    from minitorch.compile.step import CompiledStep
+
+    _, step, x, y = _step(lambda ps: [ps])
+    with pytest.raises(OpError, match="collectives: a step with all-reduces cannot run") as e:
+        CompiledStep(step, mt.CompileOptions(parallel=True))(x, y)
+    assert "without parallel=True" in e.value.hint

@@ -14,7 +14,6 @@ rank traces the same program, so the collectives are posted in the same order on
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import numpy as np
 
@@ -35,33 +34,28 @@ from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import NODE_KERNELS
 from ..tensor.data import TensorData
 
-_local = threading.local()  # the communicator stack, and requests in flight, per thread
-
-
-def _stack() -> list:
-    if not hasattr(_local, "comms"):
-        _local.comms, _local.pending = [], {}
-    return _local.comms
+_COMMS: list = []  # the communicators of the enclosing use(...) blocks, innermost last
+_PENDING: dict = {}  # tag -> an all-reduce in flight between its start and its wait
 
 
 @contextlib.contextmanager
 def use(comm):
     """``with use(comm):`` all-reduces inside (eager or compiled) go through ``comm``."""
-    _stack().append(comm)
+    _COMMS.append(comm)
     try:
         yield comm
     finally:
-        _stack().pop()
+        _COMMS.pop()
 
 
 def current():
     """The communicator of the innermost :func:`use`, else every rank ``mpiexec`` started
     (one rank without it, where an all-reduce gives its input back)."""
-    if not _stack():
+    if not _COMMS:
         from .comm import world
 
-        _stack().append(world())  # kept: MPI's world does not change while a process runs
-    return _stack()[-1]
+        _COMMS.append(world())  # kept: MPI's world does not change while a process runs
+    return _COMMS[-1]
 
 
 def _infer(op: str):
@@ -177,8 +171,7 @@ def _start_kernel(node, backend):
         comm = current()
         buf = _host(x, out)
         summed = np.empty_like(buf)
-        _stack()
-        _local.pending[tag] = (comm.iallreduce(buf, summed), summed, buf, comm.size)
+        _PENDING[tag] = (comm.iallreduce(buf, summed), summed, buf, comm.size)
         return x  # the values go on unchanged: the reduce fills ``summed`` meanwhile
 
     return start
@@ -186,11 +179,10 @@ def _start_kernel(node, backend):
 
 def _wait_kernel(node, backend):
     def wait(x, out, tag):
-        _stack()
-        if tag not in _local.pending:
+        if tag not in _PENDING:
             raise OpError(WAIT, f"no all-reduce in flight under tag {tag}",
                           "an all_reduce_wait runs after the all_reduce_start of its tag")  # fmt: skip
-        req, summed, _, size = _local.pending.pop(tag)
+        req, summed, _, size = _PENDING.pop(tag)
         req.wait()
         return _average(summed, size)
 
@@ -241,6 +233,10 @@ def schedule_lines(graph, pairs) -> list[str]:
 
 
 def _run(unit) -> None:
+    if unit.options.parallel and any(n.op == "all_reduce" for n in unit.graph.nodes):
+        raise OpError("collectives", "a step with all-reduces cannot run on chapter 9's thread "
+                      "pool (options.parallel): the ranks would post them in different orders",
+                      "compile a data-parallel step without parallel=True")  # fmt: skip
     unit.collectives = split_collectives(unit.graph)
 
 
