@@ -67,6 +67,9 @@ def test_compiled_step_splits_and_schedules_each_bucket():
     assert all(pos[w] + 1 == min(pos[u] for u in w.users) for w in waits)
     # the first bucket is issued while the backward still computes the second's gradients
     assert pos[starts[0]] < max(pos[i] for i in starts[1].inputs)
+    # the plan runs the steps in the graph's order: the schedule is the plan's
+    plan = list(c.entries.values())[-1].compiled.plan
+    assert [st.node for st in plan.steps] == [n for n in g.nodes if n.op not in ("input", "const")]
     lines = collective.schedule_lines(g, unit.collectives)
     assert lines[0].startswith("Collectives: 2 all-reduce bucket(s)")
     assert "bucket 0:" in lines[1] and "issued at node" in lines[1] and "waited at" in lines[1]
