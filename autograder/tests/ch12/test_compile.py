@@ -154,7 +154,7 @@ def test_compiled_data_parallel_step_on_two_ranks():
     each start right after the node it reduces and each wait right before its first reader,
     the first bucket issued before the last bucket's gradients exist; eager's losses and
     parameters bit for bit, and one process training on the whole batch within float32."""
-    out = run(2, "autograder.tests.ch12.ranks_compile:data_parallel", {"steps": 3}, timeout=240)
+    out = run(2, "autograder.tests.ch12.ranks_compile:data_parallel", {"steps": 3}, timeout=80)
     facts, equal, close = {}, [], []
     whole = out[0]["whole batch"]
     for name in ("two", "per parameter"):
