@@ -48,7 +48,7 @@ from . import profiler  # chapter 10
 from .compile.dynamic import mark_dynamic  # chapter 9
 from .compile import compile  # noqa: A004  chapter 9 (the function shadows the package)
 from . import transformer  # chapter 11
-from . import distributed  # chapter 12
+from . import distributed  # chapter 12 (mpi4py is imported only when a rank talks)
 
 __all__ = [
     "OPS",

@@ -435,6 +435,11 @@ def _ign(fn):
     return wrapped
 
 
+def _plan_only(draw, dtype, smooth):
+    # chapter 12's halves of an all-reduce run only in compiled plans: eager refuses them
+    return [_arr(draw, draw(shapes()), dtype, smooth)], {"tag": 0}, lambda a: a
+
+
 CASES = {
     "neg": unary(np.negative, dtypes=NUMERIC),
     "abs": unary(np.abs, dtypes=ALL),
@@ -490,6 +495,10 @@ CASES = {
     "logsumexp": Case(_logsumexp),
     "pad_slice": Case(_pad_slice, ALL),
     "index_check": Case(_index_check, ["int64"], grad=False),
+    # chapter 12: one process is one rank, so the average over the ranks is the input
+    "all_reduce": unary(lambda a: a, dtypes=["float32", "float64"]),
+    "all_reduce_start": Case(_plan_only, ["float32", "float64"], grad=False),
+    "all_reduce_wait": Case(_plan_only, ["float32", "float64"], grad=False),
     # chapter 11
     "embedding": Case(_embedding),
     "embedding_grad": Case(_embedding_grad),
@@ -509,7 +518,10 @@ NO_KERNEL = {
     ("avg_pool2d_grad", "python"),
     ("softmax", "python"),
     ("logsumexp", "python"),
-}  # every op has a cuda kernel (tests/test_cuda_on_device.py runs each one)
+    ("all_reduce", "cuda"),  # MPI reads host memory: all-reduce refuses device tensors
+}  # every other op has a cuda kernel (tests/test_cuda_on_device.py runs each one)
+# chapter 12's halves of an all-reduce: plan-only, no backend kernel
+NO_KERNEL |= {(op, b) for op in ("all_reduce_start", "all_reduce_wait") for b in BACKENDS}
 
 RTOL = {"float32": 2e-6, "float64": 1e-12}
 # Few examples per (op, backend) keep the suite under a minute; a deeper hunt:

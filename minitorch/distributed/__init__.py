@@ -8,13 +8,18 @@
   and returns what each rank's function returned (a hung rank costs its time limit);
 * ``threads``: ``run_threads(n, fn, args)``, ranks as threads of one process with MPI's
   message semantics (what graded tests run: the grader's sandbox starts no processes);
-* ``ring``: ring all-reduce from point-to-point messages (12.1, 12.2).
+* ``ring``: ring all-reduce from point-to-point messages (12.1, 12.2);
+* ``collective``: the ``all_reduce`` op, split by the compiler into a start and a wait
+  scheduled by ``overlap_order`` (12.6); ``cost``: the latency-bandwidth cost model
+  (12.7) and the open task of choosing buckets (12.8).
 
 The same code runs across machines: ``mpiexec`` takes MPI's own host file
 (``mpiexec -f hosts -n 8 ...`` with MPICH); nothing here assumes one machine.
 """
 
+from .collective import overlap_order, reduce_gradients, use
 from .comm import Comm, CountingComm, Request, world
+from .cost import LinkModel, allreduce_time, choose_buckets, measure_link, step_time
 from .launch import RankError, RankTimeout, run
 from .ring import ring_allreduce, ring_chunks
 from .threads import Deadlock, ThreadComm, run_threads
@@ -23,13 +28,21 @@ __all__ = [
     "Comm",
     "CountingComm",
     "Deadlock",
+    "LinkModel",
     "RankError",
     "RankTimeout",
     "Request",
     "ThreadComm",
+    "allreduce_time",
+    "choose_buckets",
+    "measure_link",
+    "overlap_order",
+    "reduce_gradients",
     "ring_allreduce",
     "ring_chunks",
     "run",
     "run_threads",
+    "step_time",
+    "use",
     "world",
 ]

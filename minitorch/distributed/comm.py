@@ -86,7 +86,9 @@ class Comm:
 
     def recv(self, buf: np.ndarray, source: int, tag: int = 0) -> np.ndarray:
         """Receive into ``buf`` (its size is the message's); returns ``buf``."""
-        self._c.Recv(_check("recv", "buf", buf), source=self._peer("recv", "source", source), tag=tag)
+        self._c.Recv(
+            _check("recv", "buf", buf), source=self._peer("recv", "source", source), tag=tag
+        )
         return buf
 
     def sendrecv(self, sendbuf, dest: int, recvbuf, source: int, tag: int = 0) -> np.ndarray:
@@ -98,10 +100,14 @@ class Comm:
 
     # non-blocking: the buffer must not be touched until the request is waited on
     def isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> Request:
-        return Request(self._c.Isend(_check("isend", "buf", buf), self._peer("isend", "dest", dest), tag))
+        return Request(
+            self._c.Isend(_check("isend", "buf", buf), self._peer("isend", "dest", dest), tag)
+        )
 
     def irecv(self, buf: np.ndarray, source: int, tag: int = 0) -> Request:
-        return Request(self._c.Irecv(_check("irecv", "buf", buf), self._peer("irecv", "source", source), tag))
+        return Request(
+            self._c.Irecv(_check("irecv", "buf", buf), self._peer("irecv", "source", source), tag)
+        )
 
     # MPI's own collectives: the baseline the chapter's algorithms are compared with
     def allreduce(self, buf: np.ndarray) -> np.ndarray:

@@ -55,7 +55,7 @@ class CompileUnit:
 @dataclass
 class Stage:
     name: str
-    order: int  # where it runs: passes 10, fuse 20, lower 30, memory 40, mode 50, parallel 60
+    order: int  # passes 10, fuse 20, collectives 25, lower 30, memory 40, mode 50, parallel 60
     run: Callable[[CompileUnit], None]
     wanted: Callable[[CompileOptions], bool] = lambda options: True
     needs: Callable[[CompileUnit], tuple] | tuple = ()  # exercises it runs
