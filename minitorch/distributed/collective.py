@@ -14,6 +14,7 @@ rank traces the same program, so the collectives are posted in the same order on
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import numpy as np
 
@@ -34,28 +35,39 @@ from ..passes.pipeline import Stage, register_stage
 from ..passes.plan import NODE_KERNELS
 from ..tensor.data import TensorData
 
-_COMMS: list = []  # the communicators of the enclosing use(...) blocks, innermost last
-_PENDING: dict = {}  # tag -> an all-reduce in flight between its start and its wait
+_LOCAL = threading.local()  # per thread: ranks may be threads of one process (threads.py)
+
+
+def _comms() -> list:
+    """The communicators of the enclosing use(...) blocks, innermost last."""
+    if not hasattr(_LOCAL, "comms"):
+        _LOCAL.comms, _LOCAL.pending = [], {}  # pending: tag -> an all-reduce in flight
+    return _LOCAL.comms
+
+
+def _pending() -> dict:
+    _comms()
+    return _LOCAL.pending
 
 
 @contextlib.contextmanager
 def use(comm):
     """``with use(comm):`` all-reduces inside (eager or compiled) go through ``comm``."""
-    _COMMS.append(comm)
+    _comms().append(comm)
     try:
         yield comm
     finally:
-        _COMMS.pop()
+        _comms().pop()
 
 
 def current():
     """The communicator of the innermost :func:`use`, else every rank ``mpiexec`` started
     (one rank without it, where an all-reduce gives its input back)."""
-    if not _COMMS:
+    if not _comms():
         from .comm import world
 
-        _COMMS.append(world())  # kept: MPI's world does not change while a process runs
-    return _COMMS[-1]
+        _comms().append(world())  # kept: MPI's world does not change while a process runs
+    return _comms()[-1]
 
 
 def _infer(op: str):
@@ -171,7 +183,7 @@ def _start_kernel(node, backend):
         comm = current()
         buf = _host(x, out)
         summed = np.empty_like(buf)
-        _PENDING[tag] = (comm.iallreduce(buf, summed), summed, buf, comm.size)
+        _pending()[tag] = (comm.iallreduce(buf, summed), summed, buf, comm.size)
         return x  # the values go on unchanged: the reduce fills ``summed`` meanwhile
 
     return start
@@ -179,10 +191,10 @@ def _start_kernel(node, backend):
 
 def _wait_kernel(node, backend):
     def wait(x, out, tag):
-        if tag not in _PENDING:
+        if tag not in _pending():
             raise OpError(WAIT, f"no all-reduce in flight under tag {tag}",
                           "an all_reduce_wait runs after the all_reduce_start of its tag")  # fmt: skip
-        req, summed, _, size = _PENDING.pop(tag)
+        req, summed, _, size = _pending().pop(tag)
         req.wait()
         return _average(summed, size)
 

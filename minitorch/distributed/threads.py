@@ -11,7 +11,10 @@ a send completes only when a matching receive takes it (no buffering to lean on:
 two ranks that both ``send`` first wait forever), messages between two ranks with
 one tag arrive in order, a receive's buffer must have the message's size and dtype,
 and the sender's buffer is read when the message is matched (a buffer changed
-before ``wait()`` sends the change). When every live rank waits on the others,
+before ``wait()`` sends the change). One rank runs at a time and hands over only
+where it waits (for a message, a collective, or a ``test()`` that finds nothing),
+so the ranks, which share the process's state (grad mode, tracing, caches), each
+reach their waits as a rank of their own would. When every live rank waits on the others,
 ``Deadlock`` names what each waits for, at once instead of at the time limit.
 """
 
@@ -112,6 +115,8 @@ class _Pending:
 
     def Test(self) -> bool:  # noqa: N802 - mpi4py's names
         with self.comm.world.cond:
+            if not self.op.done:  # a rank polling in a loop hands the others their turn
+                self.comm.world.cond.wait(0.001)
             return self.op.done
 
     def Wait(self) -> None:  # noqa: N802
@@ -236,7 +241,8 @@ def run_threads(n: int, fn, args: dict | None = None, timeout: float = 30.0) -> 
 
     def body(rank: int) -> None:
         try:
-            results[rank] = fn(ThreadComm(world, rank), **(args or {}))
+            with world.cond:  # the baton: one rank runs at a time, handing over at its waits
+                results[rank] = fn(ThreadComm(world, rank), **(args or {}))
         except _Stop:
             pass
         except BaseException as e:  # noqa: BLE001 - reported to the caller

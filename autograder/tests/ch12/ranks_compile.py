@@ -1,4 +1,4 @@
-"""Rank functions the graded tests of 12.6 start under mpiexec (one launch per test)."""
+"""Rank functions the graded tests of 12.6 run on thread ranks (the same run under mpiexec)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 model (12.7) and the open bucket choice (12.8).
 
 12.6 is checked as a function on hand-made and drawn dependency lists, against the rule of its
-docstring computed here (with bit sets, not walks), and in one launch of 2 ranks: a compiled
+docstring computed here (with bit sets, not walks), and on 2 thread ranks (``run_threads``): a compiled
 data-parallel step whose graph holds the all-reduce starts and waits where the rule puts them,
 with eager's losses and parameters bit for bit and one process's on the whole batch. 12.7 and
 12.8 are pure functions: no ranks.
@@ -27,11 +27,12 @@ import numpy as np
 
 from autograder.harness import assert_close, check, graded
 from minitorch.core.errors import OpError
-from minitorch.distributed import run
+from minitorch.distributed import run_threads
 from minitorch.distributed.collective import overlap_order
 from minitorch.distributed.cost import LinkModel, allreduce_time, choose_buckets
 
 from .bucket_suite import SUITE
+from .ranks_compile import data_parallel
 
 # ---------------------------------------------------------------- 12.6 the schedule
 
@@ -150,11 +151,11 @@ def test_overlap_order_boundaries():
 
 @graded("12.6", points=3)
 def test_compiled_data_parallel_step_on_two_ranks():
-    """One launch of 2 ranks: the compiled step's graph holds a start and a wait per bucket,
+    """On 2 thread ranks: the compiled step's graph holds a start and a wait per bucket,
     each start right after the node it reduces and each wait right before its first reader,
     the first bucket issued before the last bucket's gradients exist; eager's losses and
     parameters bit for bit, and one process training on the whole batch within float32."""
-    out = run(2, "autograder.tests.ch12.ranks_compile:data_parallel", {"steps": 3}, timeout=80)
+    out = run_threads(2, data_parallel, {"steps": 3}, timeout=80)
     facts, equal, close = {}, [], []
     whole = out[0]["whole batch"]
     for name in ("two", "per parameter"):
