@@ -6,6 +6,7 @@ training and generation, eager against compiled.
 * ``cuda``: fused softmax and layer-norm kernels graded by memory traffic (11.4, 11.5);
 * ``data``: the text, a character tokenizer, bucketed variable-length batches (11.6);
 * ``model``: ``TinyGPT`` and its key/value-cache decode step; ``generate``: sampling (11.7);
+* ``flash``: tiled attention with an online softmax, Numba and CUDA kernels (11.19, 11.20);
 * ``measure``: the chapter's figures (eager against compiled training and decoding,
   traces, memory, ONNX, profiles).
 """
@@ -16,6 +17,7 @@ from . import (
 )
 from .attention import attention
 from .data import CharTokenizer, bucket_batches, load_text, make_batch, pieces
+from .flash import flash_attention
 from .generate import generate, greedy_full, sample_next
 from .model import TinyGPT, decode_step, empty_cache, lm_loss
 
@@ -26,6 +28,7 @@ __all__ = [
     "bucket_batches",
     "decode_step",
     "empty_cache",
+    "flash_attention",
     "generate",
     "greedy_full",
     "lm_loss",
