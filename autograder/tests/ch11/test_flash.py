@@ -21,12 +21,14 @@ from minitorch.transformer import flash, flash_attention
 
 from .util import attention_ref
 
-# D = 1 rows whose scores are exact whatever the order of a dot product: the last key of each
-# tile-of-2 pair decides. Query 0 sees -inf scores first, then finite ones (a tile with no
-# finite score must add nothing); query 1 has scores -1e30 (a maximum started at 0 makes
-# every exp 0); queries 2 and 3 see +inf and NaN scores (NaN rows, as the plain softmax gives).
-EXTREME_Q = np.array([[[1.0], [1.0], [1.0], [1.0], [2.0], [1.0]]])
-EXTREME_K = np.array([[[-np.inf], [-np.inf], [0.5], [-1e30], [np.inf], [np.nan]]])
+# One query (q = 1, D = 1: each score is one exact product) per batch over 6 keys: only -inf
+# scores in the first tiles, then finite ones (a tile with no finite score must add nothing);
+# scores of -1e30 (a maximum started at 0 makes every exp 0); a +inf and a NaN score (NaN rows,
+# as the plain softmax gives).
+EXTREME_Q = np.ones((4, 1, 1))
+EXTREME_K = np.array([[-np.inf] * 4 + [0.5, 1.0], [-1e30, -2e30, -1e30, -3e30, -1e30, -2e30],
+                      [1.0, np.inf, 0.0, 2.0, 0.0, 0.0], [1.0, np.nan, 0.0, 2.0, 0.0, 0.0]])[..., None]  # fmt: skip
+EXTREME_V = np.arange(48.0).reshape(4, 6, 2)
 
 
 def _arrays(rng, lead, tq, tk, d, dv, dtype=np.float64):
@@ -113,12 +115,11 @@ def test_flash_rows_extreme_values(data):
         want = attention_ref(q, k, v, causal, keep[:, None, :])
     assert_close(got, want, "11.19", rtol=1e-9, atol=1e-12, q=q, k=k, keep=keep, causal=causal,
                  tile=tile)  # fmt: skip
-    # the table above: -inf tiles first, scores of -1e30, +inf, NaN; and a key mask hiding all
-    v = np.arange(12.0).reshape(1, 6, 2)
-    for keep in (np.ones((1, 6), bool), np.zeros((1, 6), bool)):
-        got, _ = _rows(EXTREME_Q, EXTREME_K, v, keep, True, 2)
+    # the table above (-inf tiles first, scores of -1e30, +inf, NaN), and every key hidden
+    for keep in (np.ones((4, 6), bool), np.zeros((4, 6), bool)):
+        got, _ = _rows(EXTREME_Q, EXTREME_K, EXTREME_V, keep, True, 2)
         with np.errstate(all="ignore"):
-            want = attention_ref(EXTREME_Q, EXTREME_K, v, True, keep[:, None, :])
+            want = attention_ref(EXTREME_Q, EXTREME_K, EXTREME_V, True, keep[:, None, :])
         assert_close(got, want, "11.19", rtol=1e-9, atol=1e-12, q=EXTREME_Q, k=EXTREME_K,
                      keep=keep)  # fmt: skip
 
@@ -187,11 +188,10 @@ def test_flash_kernel_many_query_blocks_and_extremes(request):
     q, k, v = _arrays(rng, (1,), 1, 7, 3, 2)
     _, got = _on_cuda(q, k, v, np.ones((1, 7), bool), False)
     assert_close(got.numpy(), attention_ref(q, k, v, False, None), "11.20", rtol=1e-9, atol=1e-12)
-    v = np.arange(12.0).reshape(1, 6, 2)
-    for keep in (np.ones((1, 6), bool), np.zeros((1, 6), bool)):
-        _, got = _on_cuda(EXTREME_Q, EXTREME_K, v, keep, True)
+    for keep in (np.ones((4, 6), bool), np.zeros((4, 6), bool)):
+        _, got = _on_cuda(EXTREME_Q, EXTREME_K, EXTREME_V, keep, True)
         with np.errstate(all="ignore"):
-            want = attention_ref(EXTREME_Q, EXTREME_K, v, True, keep[:, None, :])
+            want = attention_ref(EXTREME_Q, EXTREME_K, EXTREME_V, True, keep[:, None, :])
         assert_close(got.numpy(), want, "11.20", rtol=1e-9, atol=1e-12, keep=keep)
     q, k, v = _arrays(rng, (2,), 5, 5, 3, 3, np.float32)
     _, got = _on_cuda(q, k, v, np.ones((2, 5), bool), True)
