@@ -126,7 +126,8 @@ def test_flash_rows_extreme_values(data):
 
 @graded("11.19", points=1)
 def test_flash_rows_write_into_out():
-    """contract: It returns None: the result is written into ``out``"""
+    """contract: It returns None: the result is written into ``out``
+    contract: ``q``, ``k``, ``v`` and ``out`` share one float dtype"""
     rng = np.random.default_rng(4)
     q, k, v = _arrays(rng, (2,), 5, 9, 3, 2, np.float32)
     keep = _keep(rng, 2, 9, True)
@@ -203,7 +204,8 @@ def test_flash_kernel_many_query_blocks_and_extremes(request):
 def test_flash_kernel_traffic(request):
     """contract: ``q`` is read from global memory once
     contract: each element of ``k`` and ``v`` at most once per query block
-    contract: ``out`` is the only thing written"""
+    contract: ``out`` is the only thing written
+    contract: every query of the block reads them there"""
     if rerun_on_simulator(request) is not None:
         return
     from minitorch.transformer.flash_cuda import FLASH_TILE
@@ -221,6 +223,10 @@ def test_flash_kernel_traffic(request):
         check(traffic.reads(tq) == q.size and traffic.max_reads_per_element(tq) == 1, "11.20",
               "each element of q read from global memory once",
               value=[traffic.reads(tq), traffic.max_reads_per_element(tq)])  # fmt: skip
+        seen = keep[:, None, :] & (np.tri(t, dtype=bool) if causal else True)
+        check(traffic.shared_reads >= int(seen.sum()) * d, "11.20",
+              "every score should read its key row from the shared tile",
+              shared_reads=traffic.shared_reads, causal=causal)  # fmt: skip
         most = max(traffic.max_reads_per_element(x) for x in (tk, tv))
         check(most <= blocks, "11.20",
               f"k and v read at most once per query block ({blocks}): cache each tile in shared memory",
