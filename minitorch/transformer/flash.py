@@ -171,3 +171,25 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, key_ma
     if out.size:
         _cpu_kernel()(out, qa, ka, va, keep, bool(causal), scale, TILE)
     return Tensor._make(TensorData.wrap(out.reshape(lead + (tq, dv))), q.device)
+
+
+# ---------------------------------------------------------------- measuring (the book's table)
+
+
+def peak_kib(ts=(64, 128, 256, 512), heads: int = 4, d: int = 16, seed: int = 0) -> list[tuple]:
+    """(T, plain KiB, tiled KiB, one score matrix KiB) per ``T``: the peak of numpy's allocations
+    (``tracemalloc``) during causal attention of ``heads`` heads of size ``d`` on cpu, plain
+    (11.3) against tiled (11.19). The Numba kernel's scratch (``tile + d`` floats per thread, made
+    by Numba's allocator) is not traced; the inputs exist before either call."""
+    from ..compile.capstone import _peak
+    from .attention import attention
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in ts:
+        q, k, v = (Tensor(rng.standard_normal((heads, t, d))) for _ in range(3))
+        flash_attention(q, k, v)  # compile and warm outside the measured call
+        plain = _peak(lambda: attention(q, k, v))
+        tiled = _peak(lambda: flash_attention(q, k, v))
+        rows.append((t, plain, tiled, heads * t * t * 8 / 1024))
+    return rows
