@@ -57,8 +57,10 @@ def test_cuda_equals_cpu():
         (lambda q, k, v: flash_attention(q, k, v[:, :2]), ["share Tk"]),
         (lambda q, k, v: flash_attention(q, k[:, :2], v[:, :2]), ["causal", "Tq <= Tk"]),
         (lambda q, k, v: flash_attention(q, k, v, key_mask=_t(np.ones((2, 4, 4)))), ["bool"]),
-        (lambda q, k, v: flash_attention(q, k, v, key_mask=_t(np.ones((2, 4, 4), bool))),
-         ["key_mask", "(..., 1, Tk)"]),
+        (
+            lambda q, k, v: flash_attention(q, k, v, key_mask=_t(np.ones((2, 4, 4), bool))),
+            ["key_mask", "(..., 1, Tk)"],
+        ),
         (lambda q, k, v: flash_attention(q, k, v.to("cuda")), ["v", "cuda"]),
     ],
 )

@@ -71,8 +71,9 @@ def flash_kernel(tile: int, max_d: int, dtype):
 
     The point is memory traffic. The block's threads load a tile of ``tile`` key rows,
     their value rows and ``keep`` flags into shared memory
-    (``cuda.shared.array(tile * max_d, dtype)``), sync, and every query of the block
-    reads them there. So ``q`` is read from global memory once, each element of ``k``
+    (``cuda.shared.array(size, dtype)``, ``size = tile * max_d`` computed in the builder:
+    a shared array's size is a constant), sync, and every query of the block reads them
+    there. So ``q`` is read from global memory once, each element of ``k``
     and ``v`` at most once per query block, and ``out`` is the only thing written
     (once per element): no scores in global memory.
 
@@ -189,7 +190,7 @@ def peak_kib(ts=(64, 128, 256, 512), heads: int = 4, d: int = 16, seed: int = 0)
     for t in ts:
         q, k, v = (Tensor(rng.standard_normal((heads, t, d))) for _ in range(3))
         flash_attention(q, k, v)  # compile and warm outside the measured call
-        plain = _peak(lambda: attention(q, k, v))
-        tiled = _peak(lambda: flash_attention(q, k, v))
+        plain = _peak(lambda a=(q, k, v): attention(*a))
+        tiled = _peak(lambda a=(q, k, v): flash_attention(*a))
         rows.append((t, plain, tiled, heads * t * t * 8 / 1024))
     return rows

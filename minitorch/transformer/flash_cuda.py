@@ -9,9 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..cuda import backend as cb  # first: it chooses the simulator before numba.cuda loads
+from ..cuda import lowering
+
+# isort: split
+import numba
+
 from ..profiler.core import launch
 from ..tensor.data import TensorData
-from .flash import _flat
+from .flash import _flat, flash_kernel
 
 # Queries per block (= threads) and the largest head size a block caches. On the simulator
 # every thread is Python: a few threads, and blocks enough to show the grid-stride loop.
@@ -37,3 +42,10 @@ def run(q: TensorData, k: TensorData, v: TensorData, keep: np.ndarray, lead, cau
                kd.storage, vd.storage, keep_d.storage, b, tq, tk, d, dv, bool(causal),
                q.dtype.type(scale), name="flash_attention")  # fmt: skip
     return TensorData.contiguous(out.storage, tuple(lead) + (tq, dv))
+
+
+@lowering.register("11.20 flash_kernel", ("float32",))
+def _lowered(t):
+    i = numba.int64
+    return flash_kernel(FLASH_TILE, MAX_D, t), (t[::1], t[::1], t[::1], t[::1],
+                                                numba.boolean[::1], i, i, i, i, i, numba.boolean, t)  # fmt: skip

@@ -58,9 +58,11 @@ def flash_rows(out, q, k, v, keep, causal, scale, tile):
 
 
 def flash_kernel(tile, max_d, dtype):
+    size = tile * max_d  # a shared array's size must be a constant of the kernel
+
     def kernel(out, q, k, v, keep, batch, tq, tk, d, dv, causal, scale):
-        ks = cuda.shared.array(tile * max_d, dtype)
-        vs = cuda.shared.array(tile * max_d, dtype)
+        ks = cuda.shared.array(size, dtype)
+        vs = cuda.shared.array(size, dtype)
         seen = cuda.shared.array(tile, dtype)
         qi = cuda.local.array(max_d, dtype)
         acc = cuda.local.array(max_d, dtype)
