@@ -62,6 +62,8 @@ def test_cuda_equals_cpu():
             ["key_mask", "(..., 1, Tk)"],
         ),
         (lambda q, k, v: flash_attention(q, k, v.to("cuda")), ["v", "cuda"]),
+        (lambda q, k, v: flash_attention(q, k, v, key_mask=_t(np.ones(3, bool))), ["4 keys", "Tk"]),
+        (lambda q, k, v: flash_attention(q.astype("int64"), k, v), ["q", "int64"]),
     ],
 )
 def test_refusals_name_the_argument_and_what_works(call, words):

@@ -111,9 +111,9 @@ def _check(q: Tensor, k: Tensor, v: Tensor, causal, key_mask) -> None:
     for name, x in (("q", q), ("k", k), ("v", v)):
         if x.ndim < 2:
             _refuse(f"{name} needs 2+ dims (..., T, D), got shape {x.shape}", "reshape to (1, D)")
-        if not dt.is_float(x.dtype) or x.dtype != q.dtype:
+        if x.dtype not in (dt.float32, dt.float64) or x.dtype != q.dtype:
             _refuse(f"{name} is {x.dtype.name}, q is {q.dtype.name}",
-                    "q, k and v share one float dtype: cast with .float()")  # fmt: skip
+                    "q, k and v share one dtype, float32 or float64: cast with .float()")  # fmt: skip
         if x.device != q.device:
             _refuse(f"{name} is on {x.device}, q on {q.device}", "use .to(device)")
         if is_grad_enabled() and x.requires_grad:
@@ -128,6 +128,9 @@ def _check(q: Tensor, k: Tensor, v: Tensor, causal, key_mask) -> None:
     if key_mask is not None:
         if key_mask.dtype != dt.bool_:
             _refuse(f"key_mask must be bool, got {key_mask.dtype.name}", "mask == 1")
+        if key_mask.ndim == 0 or key_mask.shape[-1] != k.shape[-2]:
+            _refuse(f"key_mask {key_mask.shape} has no axis of the {k.shape[-2]} keys",
+                    "one flag per key, last: (..., 1, Tk)")  # fmt: skip
         if key_mask.ndim >= 2 and key_mask.shape[-2] != 1:
             _refuse(f"key_mask {key_mask.shape} differs between queries",
                     "a key mask is (..., 1, Tk); use attention for any other mask")  # fmt: skip
