@@ -14,21 +14,22 @@ from ..cuda import lowering
 # isort: split
 import numba
 
+from ..core.errors import OpError
 from ..profiler.core import launch
 from ..tensor.data import TensorData
 from .flash import _flat, flash_kernel
 
-# Queries per block (= threads) and the largest head size a block caches. On the simulator
-# every thread is Python: a few threads, and blocks enough to show the grid-stride loop.
-FLASH_TILE = 4 if cb.SIMULATOR else 64
-MAX_D = 64 if cb.SIMULATOR else 128
+# Queries per block (= threads) and the largest head size a block caches: on a GPU two
+# float64 tiles of 32 x 64 are 32 KiB, under the 48 KiB of static shared memory a block may
+# have. On the simulator every thread is Python: a few threads, blocks enough to show the
+# grid-stride loop.
+FLASH_TILE = 4 if cb.SIMULATOR else 32
+MAX_D = 64
 
 
 def run(q: TensorData, k: TensorData, v: TensorData, keep: np.ndarray, lead, causal, scale):
     tq, tk, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     if max(d, dv) > MAX_D:
-        from ..core.errors import OpError
-
         raise OpError("flash_attention", f"head size {max(d, dv)} is over {MAX_D} on cuda",
                       hint="split the heads further, or use attention")  # fmt: skip
     qd, kd, vd = (_flat(x, tuple(lead), cb._BACKEND.copy) for x in (q, k, v))
