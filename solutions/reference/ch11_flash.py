@@ -24,7 +24,7 @@ def flash_rows(out, q, k, v, keep, causal, scale, tile):
         s = np.empty(tile, np.float64)
         acc = np.zeros(dv, np.float64)
         m, total = -math.inf, 0.0
-        for j0 in range(0, max(last, 0), tile):
+        for j0 in range(0, last, tile):
             n = min(tile, last - j0)
             tmax = -math.inf
             for c in range(n):
@@ -39,7 +39,7 @@ def flash_rows(out, q, k, v, keep, causal, scale, tile):
                     s[c] = -math.inf
             if tmax == -math.inf:  # nothing seen here: it would add exp(-inf - -inf)
                 continue
-            new = tmax if tmax > m or tmax != tmax or m == -math.inf else m
+            new = tmax if tmax > m or tmax != tmax else m  # a NaN stays
             grow = math.exp(m - new)
             total *= grow
             for y in range(dv):
@@ -109,7 +109,7 @@ def flash_kernel(tile, max_d, dtype):
                                 tmax = sc
                     if tmax != dtype(-math.inf):
                         new = m
-                        if tmax > m or tmax != tmax or m == dtype(-math.inf):
+                        if tmax > m or tmax != tmax:  # a NaN stays
                             new = tmax
                         grow = math.exp(m - new)
                         total *= grow
