@@ -75,15 +75,15 @@ def flash_kernel(tile: int, max_d: int, dtype):
     a shared array's size is a constant), sync, and every query of the block reads them
     there. So ``q`` is read from global memory once, each element of ``k``
     and ``v`` at most once per query block, and ``out`` is the only thing written
-    (once per element): no scores in global memory.
+    (once per element): no scores in global memory. Under ``causal`` a query block
+    loads no tile that starts past the last key its last query sees.
 
     Hint 1: a thread without a query still loads its part of each tile and reaches
     every ``cuda.syncthreads()``: a barrier waits for the whole block.
     Hint 2: keep the query row and the running sum of values in
     ``cuda.local.array(max_d, dtype)``; sync again before the next tile overwrites
     the shared arrays.
-    Hint 3: start the maximum at ``dtype(-math.inf)`` and the sums at ``dtype(0)``. Under
-    ``causal`` a query block can stop at the last key its last query sees.
+    Hint 3: start the maximum at ``dtype(-math.inf)`` and the sums at ``dtype(0)``.
     """
     raise NotImplementedError("Exercise 11.20: flash_kernel")
 

@@ -102,7 +102,7 @@ def flash_rows_last_tile_dropped(out, q, k, v, keep, causal, scale, tile):
 
 # ---------------------------------------------------------------- 11.20 flash_kernel
 
-K_FROM_GLOBAL, DEAD_THREADS_SKIP_LOAD, NO_SECOND_SYNC, CAUSAL_FIRST_QUERY, KERNEL_MAX_AT_ZERO = range(5)  # fmt: skip
+K_FROM_GLOBAL, DEAD_THREADS_SKIP_LOAD, NO_SECOND_SYNC, CAUSAL_FIRST_QUERY, KERNEL_MAX_AT_ZERO, CAUSAL_LOADS_ALL = range(6)  # fmt: skip
 
 
 def _kernel(tile, max_d, dtype, flaw):
@@ -130,7 +130,7 @@ def _kernel(tile, max_d, dtype, flaw):
             m = dtype(0) if flaw == KERNEL_MAX_AT_ZERO else dtype(-math.inf)
             total = dtype(0)
             last = tk
-            if causal:
+            if causal and flaw != CAUSAL_LOADS_ALL:
                 extra = 1 if flaw == CAUSAL_FIRST_QUERY else tile
                 last = min(tk, first + extra + tk - tq)
             j0 = 0
@@ -211,3 +211,8 @@ def flash_kernel_causal_first_query(tile, max_d, dtype):
 @mutant("11.20", "the running maximum starts at 0: scores far below 0 make every exp 0")
 def flash_kernel_max_at_zero(tile, max_d, dtype):
     return _kernel(tile, max_d, dtype, KERNEL_MAX_AT_ZERO)
+
+
+@mutant("11.20", "causal: every query block loads every tile, also those no query of it sees")
+def flash_kernel_causal_loads_all(tile, max_d, dtype):
+    return _kernel(tile, max_d, dtype, CAUSAL_LOADS_ALL)

@@ -205,7 +205,8 @@ def test_flash_kernel_traffic(request):
     """contract: ``q`` is read from global memory once
     contract: each element of ``k`` and ``v`` at most once per query block
     contract: ``out`` is the only thing written
-    contract: every query of the block reads them there"""
+    contract: every query of the block reads them there
+    contract: a query block loads no tile that starts past the last key its last query sees"""
     if rerun_on_simulator(request) is not None:
         return
     from minitorch.transformer.flash_cuda import FLASH_TILE
@@ -231,6 +232,14 @@ def test_flash_kernel_traffic(request):
         check(most <= blocks, "11.20",
               f"k and v read at most once per query block ({blocks}): cache each tile in shared memory",
               value=most, causal=causal)  # fmt: skip
+        # under causal (Tq = Tk), the block of queries first..first + tile - 1 loads the keys
+        # before first + tile, the last query's view, in whole tiles
+        firsts = range(0, t, FLASH_TILE)
+        starts = [min(t, -(-(f + FLASH_TILE) // FLASH_TILE) * FLASH_TILE) for f in firsts]
+        keys = b * sum(starts) if causal else b * t * blocks
+        check(traffic.reads(tk) <= keys * d, "11.20",
+              f"k read for at most {keys} keys (causal: no tile past a block's last query)",
+              value=traffic.reads(tk), causal=causal)  # fmt: skip
         # full-matrix attention writes the b * t * t scores (and reads them back); here only
         # out is written, once per element
         check(traffic.writes(y) == y.size and traffic.total_global_writes == y.size, "11.20",
