@@ -65,9 +65,10 @@ def flash_kernel(tile: int, max_d: int, dtype):
     Same arrays and the same result as :func:`flash_rows`, stored as 1-D device arrays
     (``q`` row ``(b, i)`` starts at ``(b * tq + i) * d``); ``keep`` holds ``batch * tk``
     bools; ``d, dv <= max_d``; ``scale`` is of ``dtype``. The launch has ``tile`` threads
-    per block and fewer blocks than work: the work is ``batch * ceil(tq / tile)`` query
-    blocks, block ``n`` takes blocks ``n, n + gridDim.x, ...``; in a query block thread
-    ``t`` owns query ``i = first + t`` (none when ``i >= tq``).
+    per block and may have fewer blocks than work: the work is ``batch * ceil(tq / tile)``
+    query blocks, and launched block ``n`` takes query blocks ``n, n + gridDim.x, ...``;
+    in the query block whose first query is ``first``, thread ``t`` owns query
+    ``i = first + t`` (none when ``i >= tq``).
 
     The point is memory traffic. The block's threads load a tile of ``tile`` key rows,
     their value rows and ``keep`` flags into shared memory
