@@ -7,6 +7,7 @@ training and generation, eager against compiled.
 * ``data``: the text, a character tokenizer, bucketed variable-length batches (11.6);
 * ``gpt``: the fused q/k/v projection (11.8), the model's forward (11.9), the loss (11.10);
 * ``model``: ``TinyGPT`` and its key/value-cache decode step; ``generate``: sampling (11.7);
+* ``flash``: tiled attention with an online softmax, Numba and CUDA kernels (11.19, 11.20);
 * ``measure``: the chapter's figures (eager against compiled training and decoding,
   traces, memory, ONNX, profiles).
 """
@@ -18,6 +19,7 @@ from . import (
 )
 from .attention import attention
 from .data import CharTokenizer, bucket_batches, load_text, make_batch, pieces
+from .flash import flash_attention
 from .generate import generate, greedy_full, sample_next
 from .gpt import gpt_forward, merge_heads, project_qkv
 from .model import TinyGPT, decode_step, empty_cache, lm_loss
@@ -29,6 +31,7 @@ __all__ = [
     "bucket_batches",
     "decode_step",
     "empty_cache",
+    "flash_attention",
     "generate",
     "gpt_forward",
     "greedy_full",

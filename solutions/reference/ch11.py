@@ -262,3 +262,4 @@ def sample_next(logits, temperature, top_k, u):
     over = np.flatnonzero((p > u) & keep)
     return int(over[0]) if over.size else int(np.flatnonzero(keep)[-1])
 from .ch11_model import *  # noqa: F401,F403
+from .ch11_flash import *  # noqa: F401,F403
