@@ -1,0 +1,66 @@
+"""Reference solutions, chapter 11, the training loop (11.11-11.14)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from minitorch.core.errors import OpError
+
+__all__ = ["adamw_step", "choose_config", "clip_grads", "lr_at"]
+
+
+def _finite(op, name, value, ok, want):
+    if not (math.isfinite(value) and ok):
+        raise OpError(op, f"{name}={value!r} is out of range", hint=f"{name} must be {want}")
+
+
+# ---------------------------------------------------------------- 11.11
+
+
+def lr_at(step, peak, warmup, total, floor=0.0):
+    _finite("lr_at", "total", total, total >= 1, "a whole number of steps, at least 1")
+    _finite("lr_at", "step", step, step >= 0, "0 or more (steps count from 0)")
+    _finite("lr_at", "warmup", warmup, 0 <= warmup <= total, f"between 0 and total={total}")
+    _finite("lr_at", "peak", peak, peak > 0, "above 0")
+    _finite("lr_at", "floor", floor, 0 <= floor <= peak, f"between 0 and peak={peak}")
+    if step < warmup:
+        return float(peak * (step + 1) / warmup)
+    if step >= total:
+        return float(floor)
+    frac = (step - warmup) / (total - warmup)
+    return float(floor + (peak - floor) * (1 + math.cos(math.pi * frac)) / 2)
+
+
+# ---------------------------------------------------------------- 11.12
+
+
+def clip_grads(grads, max_norm):
+    _finite("clip_grads", "max_norm", max_norm, max_norm > 0, "a finite number above 0")
+    # float64 squares: a float32 element up to its largest value squares without overflow
+    sq = sum(float(np.sum(np.square(g.numpy().astype(np.float64)))) for g in grads)
+    norm = math.sqrt(sq)
+    if not norm > max_norm:  # under the limit, or inf/NaN: the caller skips the step
+        return list(grads), norm
+    factor = max_norm / norm
+    return [(g * factor).astype(g.dtype) for g in grads], norm
+
+
+# ---------------------------------------------------------------- 11.13
+
+
+def adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):
+    m = m * beta1 + grad * (1 - beta1)
+    v = v * beta2 + grad * grad * (1 - beta2)
+    m_hat = m / (1 - beta1**t)
+    v_hat = v / (1 - beta2**t)
+    new = param - (m_hat / (v_hat.sqrt() + eps) + param * weight_decay) * lr
+    return new, m, v
+
+
+# ---------------------------------------------------------------- 11.14
+
+
+def choose_config(budget, candidates, step_flops):
+    raise NotImplementedError("written after the table")
