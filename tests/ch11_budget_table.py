@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "autograder" / "tests" / "ch11" / "budget_table.py"
-CANDIDATES = [(w, n) for w in (32, 64, 128) for n in (1, 2, 4)]
-BUDGETS = [5e9, 2e10, 8e10]
+CANDIDATES = [(w, n) for w in (16, 32, 64) for n in (1, 2, 4)]
+BUDGETS = [2.5e9, 1e10, 4e10, 1.6e11]
 CONTEXT, BATCH, HELD_OUT = 32, 16, 300
 
 

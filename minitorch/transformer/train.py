@@ -28,8 +28,8 @@ def lr_at(step: int, peak: float, warmup: int, total: int, floor: float = 0.0) -
     cosine from ``peak`` (at step ``warmup``) down to ``floor`` (at step ``total``): at
     ``warmup + d`` it is ``floor + (peak - floor) * (1 + cos(pi * d / (total - warmup))) / 2``.
     Any step at or beyond ``total`` returns ``floor``. With ``warmup == 0`` there is no
-    warm-up; with ``warmup == total`` there is no decay. The result is a Python float and
-    always lies between ``floor`` and ``peak``.
+    warm-up; with ``warmup == total`` there is no decay. The result is a Python float, never
+    above ``peak``, and from step ``warmup`` on never below ``floor``.
 
     Raises ``OpError("lr_at", problem, hint)`` whose problem names the argument: ``step``
     below 0, ``warmup`` below 0 or above ``total``, ``total`` below 1, ``peak`` not above 0,
@@ -122,9 +122,9 @@ def choose_config(budget: float, candidates: list[tuple[int, int]], step_flops) 
     The chosen model trains with :func:`train_lm` for ``budget // step_flops(width,
     layers)`` steps (batches of 16 pieces of the shipped text, 32 characters of context,
     AdamW, a 10% warm-up and a cosine decay); the aim is the lowest held-out loss after
-    training. Returns one of ``candidates`` that affords at least one step. Must not
-    train models (it runs in a fraction of a second); graded in tiers by the measured
-    held-out loss of the choice against the best candidate's, at several budgets.
+    training. Returns one of ``candidates`` that affords at least one step. Graded in tiers
+    by the measured held-out loss of the choice against the best candidate's, at several
+    budgets. It is given a fraction of a second: no time to train a model.
 
     Raises ``OpError("choose_config", problem, hint)`` whose problem names ``budget`` when
     no candidate affords a single step.

@@ -41,7 +41,7 @@ def clip_grads(grads, max_norm):
     # float64 squares: a float32 element up to its largest value squares without overflow
     sq = sum(float(np.sum(np.square(g.numpy().astype(np.float64)))) for g in grads)
     norm = math.sqrt(sq)
-    if not norm > max_norm:  # under the limit, or inf/NaN: the caller skips the step
+    if not math.isfinite(norm) or norm <= max_norm:  # inf/NaN: the caller skips the step
         return list(grads), norm
     factor = max_norm / norm
     return [(g * factor).astype(g.dtype) for g in grads], norm

@@ -73,7 +73,7 @@ def _clip(grads, max_norm, *, dtype=np.float64, each=False, at_limit=False, eps=
     norm = math.sqrt(sum(sq))
     if finite_only and not math.isfinite(norm):
         return list(grads), norm
-    if norm < max_norm or (norm == max_norm and not at_limit):
+    if norm < max_norm or (norm == max_norm and not at_limit) or math.isnan(norm):
         return list(grads), norm
     if each:
         return [(g * min(1.0, max_norm / max(math.sqrt(s), 1e-300))).astype(g.dtype)
