@@ -48,7 +48,7 @@ def main() -> None:
     body = "".join(f"    {r!r},\n" for r in rows)
     OUT.write_text(
         '"""Held-out losses exercise 11.14 is graded on. Written by ``python -m '
-        'tests.ch11_budget_table`` (do not edit).\n\nRows ``(budget FLOPs, width, layers, steps, '
+        "tests.ch11_budget_table`` (do not edit).\n\nRows ``(budget FLOPs, width, layers, steps, "
         'held-out loss in nats per character)``."""\n\n'
         f"VOCAB, CONTEXT, BATCH = {tok.vocab}, {CONTEXT}, {BATCH}\n"
         f"CANDIDATES = {CANDIDATES!r}\nBUDGETS = {BUDGETS!r}\n\nROWS = [\n{body}]\n"

@@ -10,6 +10,7 @@ pieces together; :func:`train_flops` is the budget's counter.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -188,8 +189,6 @@ def train_lm(model, seqs, steps, *, batch_size=32, multiple=16, peak_lr=3e-3, wa
     the steps, ``floor`` to a tenth of ``peak_lr``), the gradients clipped to ``max_norm``
     (11.12) first; a step whose gradient norm is not finite changes nothing.
     """
-    import time
-
     from .data import batches
     from .model import lm_loss
 

@@ -129,7 +129,9 @@ def _adamw(param, grad, m, v, t, lr, beta1, beta2, eps, wd, *, l2=False, correct
         grad = grad + param * wd
     m = m * beta1 + grad * (1 - beta1)
     v = v * beta2 + grad * grad * (1 - beta2)
-    m_hat, v_hat = (m / (1 - beta1 ** (t + shift)), v / (1 - beta2 ** (t + shift))) if correct else (m, v)
+    m_hat, v_hat = (
+        (m / (1 - beta1 ** (t + shift)), v / (1 - beta2 ** (t + shift))) if correct else (m, v)
+    )
     moved = param - m_hat / (v_hat.sqrt() + eps) * lr
     if l2:
         return moved, m, v
@@ -160,3 +162,30 @@ def adamw_step_decay_without_lr(param, grad, m, v, t, lr, beta1, beta2, eps, wei
 @mutant("11.13", "off by one: the bias correction of step t + 1")
 def adamw_step_correction_off_by_one(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):
     return _adamw(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay, shift=1)
+
+
+# ---------------------------------------------------------------- 11.14 choose_config (open)
+
+
+def _affordable(budget, candidates, step_flops):
+    return [c for c in candidates if step_flops(*c) <= budget]
+
+
+@mutant("11.14", "the largest candidate, whatever the budget affords")
+def choose_config_largest(budget, candidates, step_flops):
+    return max(candidates, key=lambda c: step_flops(*c))
+
+
+@mutant("11.14", "the largest candidate that affords one step: too few steps to learn")
+def choose_config_largest_affordable(budget, candidates, step_flops):
+    ok = _affordable(budget, candidates, step_flops)
+    if not ok:
+        raise OpError("choose_config", f"budget={budget} affords no step", hint="a larger budget")
+    return max(ok, key=lambda c: step_flops(*c))
+
+
+@mutant("11.14", "no error when nothing affords a step: the smallest candidate anyway")
+def choose_config_no_error(budget, candidates, step_flops):
+    if not _affordable(budget, candidates, step_flops):
+        return min(candidates, key=lambda c: step_flops(*c))
+    return ref.choose_config(budget, candidates, step_flops)

@@ -106,7 +106,9 @@ def _clip_case(arrays, max_norm):
                  max_norm=max_norm)  # fmt: skip
     left = all(np.array_equal(g.numpy(), a, equal_nan=True) for g, a in zip(grads, arrays))
     check(left, "11.12", "the input gradients are not changed")
-    check(len(clipped) == len(grads), "11.12", "one clipped tensor per gradient", value=len(clipped))
+    check(
+        len(clipped) == len(grads), "11.12", "one clipped tensor per gradient", value=len(clipped)
+    )
     if not math.isfinite(want) or want <= max_norm:
         same = all(c is g for c, g in zip(clipped, grads))
         check(same, "11.12", f"norm {want} is not above max_norm {max_norm} (or is not finite): "
@@ -184,8 +186,14 @@ _FINITE = ("quarters", "huge_small_spread", "denormal")
 @given(
     data=st.data(),
     shape=shapes(max_dims=2, min_side=1),
-    hyper=st.sampled_from([(1, 1e-3, 0.9, 0.999, 0.1), (3, 0.1, 0.8, 0.99, 0.0),
-                           (10, 1.0, 0.0, 0.5, 0.5), (2, 0.01, 0.9, 0.999, 2.0)]),  # fmt: skip
+    hyper=st.sampled_from(
+        [
+            (1, 1e-3, 0.9, 0.999, 0.1),
+            (3, 0.1, 0.8, 0.99, 0.0),
+            (10, 1.0, 0.0, 0.5, 0.5),
+            (2, 0.01, 0.9, 0.999, 2.0),
+        ]
+    ),  # fmt: skip
 )
 def test_adamw_step_whole_outputs(data, shape, hyper):
     """contract: One AdamW step (Loshchilov & Hutter, 2019): return
