@@ -62,5 +62,22 @@ def adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):
 # ---------------------------------------------------------------- 11.14
 
 
+# Tiny runs (tests/ch11_budget_table.py) lost with every added layer at a fixed budget, and the
+# best step cost grew about as the square root of the budget (as in Hoffmann et al., 2022).
+SQRT_BUDGET_FLOPS = 200.0  # the step FLOPs aimed at, per square root of the budget
+
+
 def choose_config(budget, candidates, step_flops):
-    raise NotImplementedError("written after the table")
+    cost = {tuple(c): step_flops(*c) for c in candidates}
+    affordable = [c for c, f in cost.items() if f <= budget]
+    if not affordable:
+        cheapest = min(cost.values(), default=math.inf)
+        raise OpError(
+            "choose_config",
+            f"budget={budget:.3g} FLOPs affords no step of any candidate",
+            hint=f"the cheapest step costs {cheapest:.3g} FLOPs: a larger budget or a smaller model",
+        )
+    depth = min(layers for _, layers in affordable)
+    target = SQRT_BUDGET_FLOPS * math.sqrt(budget)
+    shallow = [c for c in affordable if c[1] == depth]
+    return min(shallow, key=lambda c: (abs(math.log(cost[c] / target)), cost[c]))
