@@ -75,7 +75,7 @@ def test_train_lm_skips_a_step_whose_gradient_is_not_finite(data, monkeypatch):
     def nan_loss(logits, targets, mask):  # a NaN that flows into every gradient
         return real(logits, targets, mask) * float("nan")
 
-    monkeypatch.setattr("minitorch.transformer.model.lm_loss", nan_loss)
+    monkeypatch.setattr("minitorch.transformer.train.lm_loss", nan_loss)
     run = train_lm(model, seqs, 2, batch_size=4, multiple=8)
     assert run.skipped == 2 and all(math.isnan(n) for n in run.norms)
     for name, p in model.named_parameters():

@@ -18,6 +18,8 @@ import numpy as np
 from ..core.tensor import Tensor
 from ..exercises import exercise
 from ..nn.optim import Adam
+from .data import batches
+from .model import lm_loss
 
 
 @exercise("11.11")
@@ -123,9 +125,10 @@ def choose_config(budget: float, candidates: list[tuple[int, int]], step_flops) 
     The chosen ``TinyGPT`` (4 heads, context 32, seed 0) trains with :func:`train_lm` for
     ``budget // step_flops(width, layers)`` steps (batches of 16 pieces of the shipped text,
     peak rate 3e-3, its default schedule, decay and clipping); the aim is the lowest loss
-    on the last 300 pieces after training. Returns one of ``candidates`` that affords at least one step. Graded in tiers
-    by the measured held-out loss of the choice against the best candidate's, at several
-    budgets. It is given a fraction of a second: no time to train a model.
+    on the last 300 pieces after training. Returns one of ``candidates`` that affords at
+    least one step. Graded in tiers by the measured held-out loss of the choice against the
+    best candidate's, at several budgets. It is given a fraction of a second: no time to
+    train a model.
 
     Raises ``OpError("choose_config", problem, hint)`` whose problem names ``budget`` when
     no candidate affords a single step.
@@ -189,9 +192,6 @@ def train_lm(model, seqs, steps, *, batch_size=32, multiple=16, peak_lr=3e-3, wa
     the steps, ``floor`` to a tenth of ``peak_lr``), the gradients clipped to ``max_norm``
     (11.12) first; a step whose gradient norm is not finite changes nothing.
     """
-    from .data import batches
-    from .model import lm_loss
-
     warmup = max(1, steps // 10) if warmup is None else warmup
     floor = peak_lr / 10 if floor is None else floor
     opt = AdamW(model, lr=peak_lr, weight_decay=weight_decay)
@@ -225,8 +225,8 @@ def train_lm(model, seqs, steps, *, batch_size=32, multiple=16, peak_lr=3e-3, wa
 def step_flops(width: int, layers: int, vocab: int, context: int, batch_size: int) -> int:
     """FLOPs of one training step of ``TinyGPT`` on a full ``(batch_size, context)`` batch.
 
-    Counted from the matmuls, 2 FLOPs a multiply-add (the elementwise ops, layer norms and
-    softmax are a few percent at these widths, and left out): per token and layer the
+    Counted from the matmuls, 2 FLOPs a multiply-add (elementwise ops, layer norms and
+    softmax are left out): per token and layer the
     projections (q, k, v, out: ``4 C^2``), the MLP (``8 C^2``) and attention's two products
     over every key (``2 T C``, the masked half included, as the matmul computes it); the
     head ``C V`` per token. The backward computes two products of each forward one: 3x.

@@ -111,7 +111,7 @@ def _clip_case(arrays, max_norm):
     )
     if not math.isfinite(want) or want <= max_norm:
         same = all(c is g for c, g in zip(clipped, grads))
-        check(same, "11.12", f"norm {want} is not above max_norm {max_norm} (or is not finite): "
+        check(same, "11.12", f"norm {want} is at most max_norm {max_norm}, or not finite: "
               "return the same tensor objects", norm=want)  # fmt: skip
         return
     for c, a in zip(clipped, arrays):
