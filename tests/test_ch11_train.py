@@ -49,11 +49,17 @@ def test_adamw_in_a_compiled_step_trains_like_eager(data):
     losses = {}
     for compiled in (False, True):
         model = _model(tok)
-        step = make_step(model, AdamW(model, lr=3e-3, weight_decay=0.1))
+        opt = AdamW(model, lr=3e-3, weight_decay=0.1)
+        step = make_step(model, opt)
         step = mt.compile(step) if compiled else step
         losses[compiled] = [float(step(*batch).item()) for _ in range(4)]
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-5)
     assert losses[False][-1] < losses[False][0]
+    # the rate is a guarded Python value (AdamW's docstring): a new one traces again
+    traces = step.trace_count
+    opt.defaults["lr"] = 1e-3
+    step(*batch)
+    assert step.trace_count == traces + 1, step.recompiles
 
 
 def test_train_lm_follows_the_schedule_clips_and_learns(data):
