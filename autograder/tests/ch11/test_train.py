@@ -46,6 +46,8 @@ def test_lr_at_whole_schedules():
     got = [round(lr_at(s, 1.0, 2, 6, 0.1), 3) for s in range(8)]
     check(got == [0.5, 1.0, 1.0, 0.868, 0.55, 0.232, 0.1, 0.1], "11.11",
           "the docstring's example", value=got)  # fmt: skip
+    plain = [lr_at(s, 2.0, 0, 4) for s in (0, 4)]  # floor left at its default
+    check(plain == [2.0, 0.0], "11.11", "floor defaults to 0.0", value=plain)
     cases = [(3e-3, 10, 100, 3e-4), (1.0, 0, 7, 0.0), (2.0, 5, 5, 0.5), (1.0, 1, 1, 1.0),
              (0.5, 3, 4, 0.0), (1e-30, 2, 9, 1e-31), (7.0, 0, 1, 0.25)]  # fmt: skip
     for peak, warmup, total, floor in cases:
