@@ -39,7 +39,7 @@ def lr_at(step, peak, warmup, total, floor=0.0):
 def clip_grads(grads, max_norm):
     _finite("clip_grads", "max_norm", max_norm, max_norm > 0, "a finite number above 0")
     # float64 squares: a float32 element up to its largest value squares without overflow
-    sq = sum(float(np.sum(np.square(g.numpy().astype(np.float64)))) for g in grads)
+    sq = sum(float(np.sum(np.square(g.numpy(), dtype=np.float64))) for g in grads)
     norm = math.sqrt(sq)
     if not math.isfinite(norm) or norm <= max_norm:  # inf/NaN: the caller skips the step
         return list(grads), norm

@@ -119,7 +119,7 @@ def _clip_case(arrays, max_norm):
     for c, a in zip(clipped, arrays):
         check(c.shape == a.shape and c.numpy().dtype == a.dtype, "11.12",
               "a clipped gradient keeps its shape and dtype", got=(c.shape, str(c.numpy().dtype)))  # fmt: skip
-        assert_close(c.numpy(), (a.astype(np.float64) * (max_norm / want)).astype(np.float32),
+        assert_close(c.numpy(), (a.astype(np.float64) * (max_norm / want)).astype(a.dtype),
                      "11.12", rtol=1e-5, atol=1e-37, max_norm=max_norm, norm=want)  # fmt: skip
 
 
@@ -141,13 +141,15 @@ def test_clip_grads_boundaries():
     """contract: so the clipped norm equals ``max_norm``
     contract: All-zero gradients, and an empty list, have norm 0.0
     contract: If ``norm`` is at most ``max_norm``
+    contract: new tensors of the same shapes and dtypes
     """
     f32 = np.float32
     cases = [([np.array([3.0, 4.0], f32)], 5.0), ([np.array([3.0, 4.0], f32)], 4.999),
              ([np.full((2, 3), 1e20, f32), np.array(-1e20, f32)], 1.0),
              ([np.zeros((2, 2), f32), np.zeros(0, f32)], 1.0),
              ([np.array([np.inf, 1.0], f32), np.ones(2, f32)], 1.0),
-             ([np.array([1.0, np.nan], f32)], 1.0), ([np.full(4, 1e-30, f32)], 1e-31)]  # fmt: skip
+             ([np.array([1.0, np.nan], f32)], 1.0), ([np.full(4, 1e-30, f32)], 1e-31),
+             ([np.array([3.0, 4.0]), np.array([12.0])], 6.5)]  # fmt: skip
     for arrays, max_norm in cases:
         _clip_case(arrays, max_norm)
         clipped, _ = clip_grads([t(a) for a in arrays], max_norm)
