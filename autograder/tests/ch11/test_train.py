@@ -301,9 +301,10 @@ def _outcome(limit: float) -> None:
     check(not wrong, "11.14", "return one of the candidates, affording one step or more", got=wrong)
     gaps = {b: loss - best for b, (_, loss, best) in choices.items()}
     mean = sum(gaps.values()) / len(gaps)
+    best = [c[2] for c in choices.values()]  # the table's, whatever was chosen
     check(mean <= limit, "11.14",
           f"mean held-out loss above the best candidate's {mean:.3f} nats; this tier needs "
-          f"{limit} or less", chosen={f"{b:.0e}": c[0] for b, c in choices.items()})  # fmt: skip
+          f"{limit} or less", value=best, chosen={f"{b:.0e}": c[0] for b, c in choices.items()})  # fmt: skip
 
 
 @graded("11.14", points=1)
