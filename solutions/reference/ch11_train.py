@@ -11,20 +11,20 @@ from minitorch.core.errors import OpError
 __all__ = ["adamw_step", "choose_config", "clip_grads", "lr_at"]
 
 
-def _finite(op, name, value, ok, want):
+def _finite(op, name, value, ok, hint):
     if not (math.isfinite(value) and ok):
-        raise OpError(op, f"{name}={value!r} is out of range", hint=f"{name} must be {want}")
+        raise OpError(op, f"{name}={value!r} is out of range", hint=hint)
 
 
 # ---------------------------------------------------------------- 11.11
 
 
 def lr_at(step, peak, warmup, total, floor=0.0):
-    _finite("lr_at", "total", total, total >= 1, "a whole number of steps, at least 1")
-    _finite("lr_at", "step", step, step >= 0, "0 or more (steps count from 0)")
-    _finite("lr_at", "warmup", warmup, 0 <= warmup <= total, f"between 0 and total={total}")
-    _finite("lr_at", "peak", peak, peak > 0, "above 0")
-    _finite("lr_at", "floor", floor, 0 <= floor <= peak, f"between 0 and peak={peak}")
+    _finite("lr_at", "total", total, total >= 1, hint="total is a number of steps, at least 1")
+    _finite("lr_at", "step", step, step >= 0, hint="steps count from 0")
+    _finite("lr_at", "warmup", warmup, 0 <= warmup <= total, hint=f"0 <= warmup <= {total}")
+    _finite("lr_at", "peak", peak, peak > 0, hint="peak is a rate above 0")
+    _finite("lr_at", "floor", floor, 0 <= floor <= peak, hint=f"0 <= floor <= peak={peak}")
     if step < warmup:
         return float(peak * (step + 1) / warmup)
     if step >= total:
@@ -37,7 +37,7 @@ def lr_at(step, peak, warmup, total, floor=0.0):
 
 
 def clip_grads(grads, max_norm):
-    _finite("clip_grads", "max_norm", max_norm, max_norm > 0, "a finite number above 0")
+    _finite("clip_grads", "max_norm", max_norm, max_norm > 0, hint="max_norm is a length above 0")
     # float64 squares: a float32 element up to its largest value squares without overflow
     sq = sum(float(np.sum(np.square(g.numpy(), dtype=np.float64))) for g in grads)
     norm = math.sqrt(sq)
