@@ -541,3 +541,24 @@ def say(*parts, sep: str = " ", width: int = 100) -> None:
     for line in sep.join(str(p) for p in parts).splitlines() or [""]:
         indent = line[: len(line) - len(line.lstrip())] + "  "
         print(textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False) or line)
+
+
+def draw_training(runs: dict, lrs=None, smooth: int = 20, figsize=(9, 2.8)):
+    """Training-loss curves ``{label: losses}`` (raw, faint; and a running mean of ``smooth``
+    steps), with the learning rate of each step beside them when ``lrs`` is given."""
+    fig, axes = plt.subplots(1, 2 if lrs is not None else 1, figsize=figsize, squeeze=False)
+    ax = axes[0][0]
+    for label, losses in runs.items():
+        (line,) = ax.plot(losses, alpha=0.25)
+        k = min(smooth, len(losses))
+        mean = np.convolve(losses, np.ones(k) / k, mode="valid")
+        ax.plot(np.arange(k - 1, len(losses)), mean, color=line.get_color(), label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.legend()
+    if lrs is not None:
+        axes[0][1].plot(lrs)
+        axes[0][1].set_xlabel("step")
+        axes[0][1].set_ylabel("learning rate")
+    fig.tight_layout()
+    return fig

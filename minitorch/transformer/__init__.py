@@ -8,6 +8,8 @@ training and generation, eager against compiled.
 * ``gpt``: the fused q/k/v projection (11.8), the model's forward (11.9), the loss (11.10);
 * ``model``: ``TinyGPT`` and its key/value-cache decode step; ``generate``: sampling (11.7);
 * ``flash``: tiled attention with an online softmax, Numba and CUDA kernels (11.19, 11.20);
+* ``train``: the learning-rate schedule (11.11), gradient clipping (11.12), AdamW (11.13),
+  a model for a compute budget (11.14, open), ``train_lm`` and the FLOP counter;
 * ``measure``: the chapter's figures (eager against compiled training and decoding,
   traces, memory, ONNX, profiles).
 """
@@ -23,8 +25,16 @@ from .flash import flash_attention
 from .generate import generate, greedy_full, sample_next
 from .gpt import gpt_forward, merge_heads, project_qkv
 from .model import TinyGPT, decode_step, empty_cache, lm_loss
+from .train import AdamW, adamw_step, choose_config, clip_grads, lr_at, step_flops, train_lm
 
 __all__ = [
+    "AdamW",
+    "adamw_step",
+    "choose_config",
+    "clip_grads",
+    "lr_at",
+    "step_flops",
+    "train_lm",
     "CharTokenizer",
     "TinyGPT",
     "attention",

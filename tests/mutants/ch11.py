@@ -18,7 +18,12 @@ from minitorch.core.errors import OpError
 from minitorch.core.registry import dispatch
 from solutions.reference import ch11 as ref
 
-from . import ch11_flash, mutant  # noqa: F401  (ch11_flash: the flash part, 11.19-11.20)
+from . import (  # noqa: F401  (the parts of their own: 11.8-11.10, 11.11-11.14, 11.19-11.20)
+    ch11_flash,
+    ch11_model,
+    ch11_train,
+    mutant,
+)
 
 # ---------------------------------------------------------------- 11.1 scatter_add_rows
 
@@ -541,4 +546,3 @@ def scatter_add_float32_sum(grad, ids, num_rows):
     out = np.zeros((num_rows, grad.shape[1]), np.float32)
     np.add.at(out, ids, grad.astype(np.float32))
     return out.astype(grad.dtype)
-from . import ch11_model  # noqa: E402, F401  (11.8-11.10, a part of their own)
