@@ -6,6 +6,8 @@ training and generation, eager against compiled.
 * ``cuda``: fused softmax and layer-norm kernels graded by memory traffic (11.4, 11.5);
 * ``data``: the text, a character tokenizer, bucketed variable-length batches (11.6);
 * ``model``: ``TinyGPT`` and its key/value-cache decode step; ``generate``: sampling (11.7);
+* ``batched``: the prompt in one prefill pass (11.15), prompts of different lengths in one
+  batch (11.16);
 * ``measure``: the chapter's figures (eager against compiled training and decoding,
   traces, memory, ONNX, profiles).
 """
@@ -15,6 +17,7 @@ from . import (
     ops,  # noqa: F401  (registers the chapter's ops)
 )
 from .attention import attention
+from .batched import generate_batch, prefill
 from .data import CharTokenizer, bucket_batches, load_text, make_batch, pieces
 from .generate import generate, greedy_full, sample_next
 from .model import TinyGPT, decode_step, empty_cache, lm_loss
@@ -27,10 +30,12 @@ __all__ = [
     "decode_step",
     "empty_cache",
     "generate",
+    "generate_batch",
     "greedy_full",
     "lm_loss",
     "load_text",
     "make_batch",
     "pieces",
+    "prefill",
     "sample_next",
 ]
