@@ -81,8 +81,8 @@ def generate_batch(model: TinyGPT, prompts, n: int, temperature=1.0, top_k=None,
       row's last token at its own position (the row's length so far minus 1);
     * every row draws its tokens with ``sample_next(logits, temperature, top_k, u)``,
       ``u`` drawn from the row's own ``np.random.default_rng(seed)`` (``seed`` is an
-      int for every row or a list of one per row), one draw per token, greedy
-      included; so each row equals ``generate(model, prompt, n, temperature,
+      int for every row or a list of one per row), one draw per token; so
+      each row equals ``generate(model, prompt, n, temperature,
       top_k, seed)`` for that prompt alone;
     * stopping: a row ends after ``n`` new tokens or right after it draws
       ``stop`` (kept in its output); the loop ends when every row has ended,

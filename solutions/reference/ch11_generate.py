@@ -19,22 +19,25 @@ __all__ = ["generate_batch", "prefill"]  # ch11.py re-exports these, not the imp
 # ---------------------------------------------------------------- 11.15
 
 
-def prefill(model, ids, pos, *cache):
+def _check_chunk(model, ids, pos, cache):
     if ids.ndim != 3 or ids.shape[1] != 1 or ids.dtype != np.int64:
         raise OpError("prefill", f"ids must be int64 (B, 1, T), got {ids.dtype.name} {ids.shape}",
                       hint="one row per sequence: ids.reshape(B, 1, T).astype('int64')")  # fmt: skip
     if pos.shape != ids.shape:
         raise OpError("prefill", f"pos {pos.shape} must have ids' shape {ids.shape}",
                       hint="one position per token, per row")  # fmt: skip
-    B, _, T = ids.shape
-    S, d = model.context, model.width // model.heads
-    want = (B, model.heads, S, d)
+    want = (ids.shape[0], model.heads, model.context, model.width // model.heads)
     if len(cache) != 2 * len(model.blocks) or any(c.shape != want for c in cache):
         got = [c.shape for c in cache]
         raise OpError("prefill", f"cache {got} must be {2 * len(model.blocks)} tensors of {want}",
-                      hint=f"start from empty_cache(model, {B})")  # fmt: skip
-    pos = dispatch("index_check", pos, size=S, caller="prefill", what="pos",
-                   hint=f"the cache has {S} slots: positions 0..{S - 1}")  # fmt: skip
+                      hint=f"start from empty_cache(model, {ids.shape[0]})")  # fmt: skip
+    return dispatch("index_check", pos, size=model.context, caller="prefill", what="pos",
+                    hint=f"the cache has {model.context} slots: positions 0..{model.context - 1}")  # fmt: skip
+
+
+def prefill(model, ids, pos, *cache):
+    pos = _check_chunk(model, ids, pos, cache)
+    (B, _, T), S = ids.shape, model.context
     slots = creation.arange(S, device=pos.device)
     hit = slots.reshape(1, 1, S, 1) == pos.reshape(B, 1, 1, T)  # (B, 1, S, T): slot s takes t
     written = hit.astype(np.int64).sum(axis=-1, keepdims=True) > 0  # (B, 1, S, 1)
