@@ -208,12 +208,14 @@ def test_prefill_errors():
     model = _model()
     cache = empty_cache(model, 2)
     ids, pos = _t(np.zeros((2, 1, 3), np.int64)), _t(_positions(2, 3))
+
+    def z(shape):  # int64 zeros: the shape is what is wrong
+        return np.zeros(shape, np.int64)
+
     cases = [
-        (lambda: prefill(model, _t(np.zeros((2, 3), np.int64)), pos, *cache), ("prefill", "ids")),
-        (
-            lambda: prefill(model, _t(np.zeros((2, 2, 3), np.int64)), pos, *cache),
-            ("prefill", "ids"),
-        ),
+        (lambda: prefill(model, _t(z((2, 3))), _t(z((2, 3))), *cache), ("prefill", "ids")),
+        (lambda: prefill(model, _t(z((2, 1))), _t(z((2, 1))), *cache), ("prefill", "ids")),
+        (lambda: prefill(model, _t(z((2, 2, 3))), _t(z((2, 2, 3))), *cache), ("prefill", "ids")),
         (lambda: prefill(model, _t(np.zeros((2, 1, 3))), pos, *cache), ("prefill", "ids")),
         (lambda: prefill(model, ids, _t(_positions(2, 4)), *cache), ("prefill", "pos")),
         (lambda: prefill(model, ids, _t(_positions(1, 3)), *cache), ("prefill", "pos")),
