@@ -28,9 +28,8 @@ def _check_chunk(model, ids, pos, cache):
                       hint="one position per token, per row")  # fmt: skip
     want = (ids.shape[0], model.heads, model.context, model.width // model.heads)
     if len(cache) != 2 * len(model.blocks) or any(c.shape != want for c in cache):
-        got = [c.shape for c in cache]
-        raise OpError("prefill", f"cache {got} must be {2 * len(model.blocks)} tensors of {want}",
-                      hint=f"start from empty_cache(model, {ids.shape[0]})")  # fmt: skip
+        raise OpError("prefill", f"cache {[c.shape for c in cache]} must be a key and a value "
+                      f"{want} per block", hint=f"start from empty_cache(model, {ids.shape[0]})")  # fmt: skip
     return dispatch("index_check", pos, size=model.context, caller="prefill", what="pos",
                     hint=f"the cache has {model.context} slots: positions 0..{model.context - 1}")  # fmt: skip
 
@@ -39,9 +38,9 @@ def prefill(model, ids, pos, *cache):
     pos = _check_chunk(model, ids, pos, cache)
     (B, _, T), S = ids.shape, model.context
     slots = creation.arange(S, device=pos.device)
-    hit = slots.reshape(1, 1, S, 1) == pos.reshape(B, 1, 1, T)  # (B, 1, S, T): slot s takes t
+    hit = slots.reshape(S, 1) == pos.reshape(B, 1, 1, T)  # (B, 1, S, T): slot s takes token t
     written = hit.astype(np.int64).sum(axis=-1, keepdims=True) > 0  # (B, 1, S, 1)
-    seen = slots.reshape(1, 1, 1, S) <= pos.reshape(B, 1, T, 1)  # (B, 1, T, S)
+    seen = slots <= pos.reshape(B, 1, T, 1)  # (B, 1, T, S): query t sees slot s
     x = model.tok(ids) + model.pos(pos)
     new = []
     for block, kc, vc in zip(model.blocks, cache[0::2], cache[1::2]):
@@ -64,25 +63,32 @@ def _fail(problem, hint):
 
 def _check_batch(model, prompts, n, seed, stop):
     if not isinstance(prompts, (list, tuple)) or not prompts:
-        _fail(f"prompts must be a non-empty list of token lists, got {prompts!r}", "[[5, 3], [7]]")
+        _fail(
+            f"prompts must be a non-empty list of token lists, got {prompts!r}",
+            hint="[[5, 3], [7]]",
+        )
     for b, p in enumerate(prompts):
         if len(p) == 0:
-            _fail(f"prompts[{b}] is empty", "every prompt needs at least one token")
+            _fail(f"prompts[{b}] is empty", hint="every prompt needs at least one token")
         if min(p) < 0 or max(p) >= model.vocab:
-            _fail(f"prompts[{b}] holds an id outside [0, {model.vocab})", "encode the text first")
+            _fail(
+                f"prompts[{b}] holds an id outside [0, {model.vocab})", hint="encode the text first"
+            )
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        _fail(f"n must be an int >= 0, got {n!r}", "n is how many tokens to add to each prompt")
+        _fail(f"n must be an int >= 0, got {n!r}", hint="how many tokens to add to each prompt")
     longest = max(len(p) for p in prompts)
     if longest + n > model.context:
         _fail(f"the longest prompt ({longest} tokens) plus n={n} exceeds the context of "
-              f"{model.context}", f"at most n={model.context - longest}, or shorten the prompt")  # fmt: skip
+              f"{model.context}", hint=f"at most n={model.context - longest}, or shorten the prompt")  # fmt: skip
     if isinstance(seed, (list, tuple)) and len(seed) != len(prompts):
-        _fail(f"seed holds {len(seed)} seeds for {len(prompts)} prompts", "one seed per prompt")
+        _fail(
+            f"seed holds {len(seed)} seeds for {len(prompts)} prompts", hint="one seed per prompt"
+        )
     if stop is not None and (
         isinstance(stop, bool) or not isinstance(stop, (int, np.integer))
         or not 0 <= stop < model.vocab
     ):  # fmt: skip
-        _fail(f"stop must be None or an id in [0, {model.vocab}), got {stop!r}", "stop=None")
+        _fail(f"stop must be None or an id in [0, {model.vocab}), got {stop!r}", hint="stop=None")
 
 
 def generate_batch(model, prompts, n, temperature=1.0, top_k=None, seed=0, stop=None, step=None):

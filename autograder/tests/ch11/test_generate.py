@@ -331,6 +331,8 @@ def test_generate_batch_stop_and_edges():
     same = generate_batch(model, prompts, 0)
     check(same == prompts and all(a is not b for a, b in zip(same, prompts)), "11.16",
           "n=0: the prompts, as new lists", value=text(same))  # fmt: skip
+    zero = generate_batch(model, prompts, 4, temperature=0, stop=0)  # id 0 is a valid stop
+    check(zero == _alone(model, prompts, 4, stop=0), "11.16", "stop=0", value=text(zero))
     full = generate_batch(model, [[1, 2, 3]], CONTEXT - 3, temperature=0)  # fills the context
     check(full == _alone(model, [[1, 2, 3]], CONTEXT - 3), "11.16", "a prompt plus n == context",
           value=text(full))  # fmt: skip
@@ -354,6 +356,7 @@ def test_generate_batch_errors():
         (lambda: generate_batch(m, [[1], [1, 2, 3]], CONTEXT - 2), ("generate_batch", "n")),
         (lambda: generate_batch(m, [[1], [2]], 2, seed=[1]), ("generate_batch", "seed")),
         (lambda: generate_batch(m, [[1]], 2, stop=VOCAB), ("generate_batch", "stop")),
+        (lambda: generate_batch(m, [[1]], 2, stop=-1), ("generate_batch", "stop")),
         (lambda: generate_batch(m, [[1]], 2, stop=1.0), ("generate_batch", "stop")),
     ]
     for k, (fn, words) in enumerate(cases):
