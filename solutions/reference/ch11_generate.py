@@ -103,13 +103,16 @@ def generate_batch(model, prompts, n, temperature=1.0, top_k=None, seed=0, stop=
     ids = np.zeros((B, 1, max(lens)), np.int64)
     for b, p in enumerate(out):
         ids[b, 0, : len(p)] = p
-    pos = np.broadcast_to(np.arange(max(lens), dtype=np.int64), ids.shape).copy()
-    device = device_of(model)
+    pos = np.zeros_like(ids) + np.arange(max(lens))
+
+    def run(ids, pos, cache):  # the ids and positions go where the model is
+        res = step(*(Tensor(a, device=device_of(model)) for a in (ids, pos)), *cache)
+        return res[0].numpy()[:, 0], res[1:]
+
     ended = [False] * B
     with no_grad():
-        res = step(Tensor(ids, device=device), Tensor(pos, device=device), *empty_cache(model, B))
-        logits = res[0].numpy()[np.arange(B), 0, np.array(lens) - 1]  # each row's last token
-        cache = res[1:]
+        logits, cache = run(ids, pos, empty_cache(model, B))
+        logits = logits[np.arange(B), np.array(lens) - 1]  # each row's last prompt token
         while True:
             for b in range(B):
                 if not ended[b]:
@@ -120,5 +123,5 @@ def generate_batch(model, prompts, n, temperature=1.0, top_k=None, seed=0, stop=
                 return out
             last = np.array([[[p[-1]]] for p in out], np.int64)
             at = np.array([[[len(p) - 1]] for p in out], np.int64)
-            res = step(Tensor(last, device=device), Tensor(at, device=device), *cache)
-            logits, cache = res[0].numpy()[:, 0, 0], res[1:]
+            logits, cache = run(last, at, cache)
+            logits = logits[:, 0]

@@ -331,6 +331,9 @@ def test_generate_batch_stop_and_edges():
     same = generate_batch(model, prompts, 0)
     check(same == prompts and all(a is not b for a, b in zip(same, prompts)), "11.16",
           "n=0: the prompts, as new lists", value=text(same))  # fmt: skip
+    plain = generate_batch(model, prompts, 4)  # the defaults: temperature 1, seed 0, as generate's
+    want = _alone(model, prompts, 4, 1.0, None, [0] * 3)
+    check(plain == want, "11.16", "the defaults", value=text(plain), expected=want)
     zero = generate_batch(model, prompts, 4, temperature=0, stop=0)  # id 0 is a valid stop
     check(zero == _alone(model, prompts, 4, stop=0), "11.16", "stop=0", value=text(zero))
     full = generate_batch(model, [[1, 2, 3]], CONTEXT - 3, temperature=0)  # fills the context
