@@ -78,10 +78,12 @@ def _positions(B, T, start=0):
 @graded("11.15", points=2)
 @settings(max_examples=12)
 @given(B=st.integers(1, 3), T=st.integers(1, CONTEXT), seed=st.integers(0, 3),
-       dirt=st.sampled_from([np.nan, np.inf, -np.inf, 1e30, -0.0]))  # fmt: skip
-def test_prefill_whole_sequence_equals_the_model(B, T, seed, dirt):
+       dirt=st.sampled_from([np.nan, np.inf, -np.inf, 1e30, -0.0]), shuffled=st.booleans())  # fmt: skip
+def test_prefill_whole_sequence_equals_the_model(B, T, seed, dirt, shuffled):
     """contract: Run a chunk of tokens through ``model`` with a key/value cache
     contract: gives the same logits as
+    contract: a row's positions are distinct
+    Shuffled: each row's tokens come in another order, each with its own position.
     contract: each layer writes every token's key and value into its row's slot
     contract: every other slot of the new cache keeps its old value
     """
@@ -95,10 +97,15 @@ def test_prefill_whole_sequence_equals_the_model(B, T, seed, dirt):
         c = rng.normal(size=(B, 2, CONTEXT, 4)).astype(np.float32)
         c[:, :, :T], c[:, :, T::2] = dirt, 1e30
         old.append(c)
+    pos = _positions(B, T)
+    if shuffled:
+        pos = np.stack([rng.permutation(T) for _ in range(B)]).reshape(B, 1, T)
+    fed = np.take_along_axis(ids, pos, axis=-1)  # token t of a row sits at position pos[b, 0, t]
     with no_grad():
-        out = prefill(model, _t(ids), _t(_positions(B, T)), *[_t(c) for c in old])
+        out = prefill(model, _t(fed), _t(pos), *[_t(c) for c in old])
     check(len(out) == 1 + len(old), "11.15", "returns (logits, *new_cache)", value=len(out))
-    assert_close(out[0].numpy(), want, "11.15", rtol=1e-4, atol=1e-5, ids=ids)
+    want = np.take_along_axis(want, pos[..., None], axis=2)
+    assert_close(out[0].numpy(), want, "11.15", rtol=1e-4, atol=1e-5, ids=fed, pos=pos)
     for layer, (c, k, o) in enumerate(zip(out[1:], kv, old)):
         got = c.numpy()
         assert_close(got[:, :, :T], k, "11.15", rtol=1e-5, atol=1e-6, cache=layer, part="written")
