@@ -261,4 +261,6 @@ def sample_next(logits, temperature, top_k, u):
     p = np.cumsum(e / e.sum())
     over = np.flatnonzero((p > u) & keep)
     return int(over[0]) if over.size else int(np.flatnonzero(keep)[-1])
+
+
 from .ch11_generate import *  # noqa: E402, F401, F403  (11.15, 11.16: a part of its own)

@@ -541,4 +541,6 @@ def scatter_add_float32_sum(grad, ids, num_rows):
     out = np.zeros((num_rows, grad.shape[1]), np.float32)
     np.add.at(out, ids, grad.astype(np.float32))
     return out.astype(grad.dtype)
+
+
 from . import ch11_generate  # noqa: E402, F401  (11.15, 11.16: a part of their own)
