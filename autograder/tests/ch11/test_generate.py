@@ -177,6 +177,8 @@ def _fused(model):
     prefill that uses only ``block.attn.project`` keeps working."""
     for block in model.blocks:
         a = block.attn
+        if not all(hasattr(a, w) for w in ("wq", "wk", "wv")):
+            continue  # the model's own projection is fused already
         a.wqkv = Parameter(np.concatenate([a.wq.numpy(), a.wk.numpy(), a.wv.numpy()], axis=-1))
         del a.wq, a.wk, a.wv
 
