@@ -10,6 +10,8 @@ training and generation, eager against compiled.
 * ``flash``: tiled attention with an online softmax, Numba and CUDA kernels (11.19, 11.20);
 * ``train``: the learning-rate schedule (11.11), gradient clipping (11.12), AdamW (11.13),
   a model for a compute budget (11.14, open), ``train_lm`` and the FLOP counter;
+* ``batched``: the prompt in one prefill pass (11.15), prompts of different lengths in one
+  batch (11.16);
 * ``measure``: the chapter's figures (eager against compiled training and decoding,
   traces, memory, ONNX, profiles).
 """
@@ -20,6 +22,7 @@ from . import (
     torch_row,  # noqa: F401  (TinyGPT's rows of compile/vs_torch.py)
 )
 from .attention import attention
+from .batched import generate_batch, prefill
 from .data import CharTokenizer, bucket_batches, load_text, make_batch, pieces
 from .flash import flash_attention
 from .generate import generate, greedy_full, sample_next
@@ -44,6 +47,7 @@ __all__ = [
     "flash_attention",
     "generate",
     "gpt_forward",
+    "generate_batch",
     "greedy_full",
     "lm_loss",
     "load_text",
@@ -51,5 +55,6 @@ __all__ = [
     "merge_heads",
     "pieces",
     "project_qkv",
+    "prefill",
     "sample_next",
 ]
