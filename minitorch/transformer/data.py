@@ -49,18 +49,26 @@ class CharTokenizer:
         return "".join(self.chars[int(i)] for i in ids)
 
 
-def pieces(text: str, tok: CharTokenizer, context: int) -> list[np.ndarray]:
-    """Every verse (with its newline) cut at spaces into token arrays of 2 to ``context + 1``."""
+def pieces(text: str, tok, context: int) -> list[np.ndarray]:
+    """Every verse (with its newline) as ``tok``'s ids, cut into arrays of 2 to ``context + 1``.
+
+    A long verse is cut before its last token within reach that starts with a
+    space (a space itself for characters, a word's first token for
+    :class:`~minitorch.transformer.bpe.BPETokenizer`); each piece ends with that
+    token and the next starts with it, so every next-token target is kept.
+    """
+    space = np.array([tok.decode([i]).startswith(" ") for i in range(tok.vocab)])
     out = []
     for verse in text.splitlines():
-        rest = verse + "\n"
+        rest = tok.encode(verse + "\n")
         while len(rest) > 1:
             if len(rest) <= context + 1:
                 cut = len(rest)
             else:
-                cut = rest.rfind(" ", 1, context + 1) + 1 or context + 1
-            out.append(tok.encode(rest[:cut]))
-            rest = rest[cut - 1 :]  # the next piece starts with this one's last character
+                at = np.flatnonzero(space[rest[1 : context + 1]])
+                cut = int(at[-1]) + 2 if at.size else context + 1
+            out.append(rest[:cut])
+            rest = rest[cut - 1 :]  # the next piece starts with this one's last token
     return out
 
 
