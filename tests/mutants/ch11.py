@@ -541,3 +541,4 @@ def scatter_add_float32_sum(grad, ids, num_rows):
     out = np.zeros((num_rows, grad.shape[1]), np.float32)
     np.add.at(out, ids, grad.astype(np.float32))
     return out.astype(grad.dtype)
+from . import ch11_bpe  # noqa: E402,F401  (the bpe part)

@@ -185,7 +185,7 @@ def test_encode_bpe_gives_trainings_ids():
 
 @graded("11.18", points=1)
 def test_encode_bpe_new_array():
-    """contract: a new array"""
+    """contract: one after the other: a new array"""
     merges = [(97, 98), (256, 99)]
     first = encode_bpe("abc abc", merges)
     want = np.asarray(first).copy()
