@@ -86,7 +86,7 @@ def encode_bpe(text, merges):
         if word not in done:
             ids = list(word.encode("utf-8"))
             while len(ids) > 1:
-                k = min((rank.get(p, len(merges)) for p in zip(ids, ids[1:])))
+                k = min(rank.get(p, len(merges)) for p in zip(ids, ids[1:]))
                 if k == len(merges):
                     break
                 ids = _merge(ids, (int(merges[k][0]), int(merges[k][1])), BYTES + k)

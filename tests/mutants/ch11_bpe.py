@@ -33,6 +33,10 @@ def _count(ids, overlap=True):
     return out
 
 
+def _most_then_smallest(counts):
+    return min(counts, key=lambda p: (-counts[p], p))
+
+
 def _train(text, num_merges, *, distinct=False, pick=None, overlap=True, chars=False,
            words=True, right_to_left=False, check=True):  # fmt: skip
     if check:
@@ -44,11 +48,11 @@ def _train(text, num_merges, *, distinct=False, pick=None, overlap=True, chars=F
     while len(merges) < num_merges:
         counts: dict = {}
         for u in units:
-            for p in _count(u, overlap):
-                counts[p] = counts.get(p, 0) + 1
+            for q in _count(u, overlap):
+                counts[q] = counts.get(q, 0) + 1
         if not counts:
             break
-        pair = (pick or (lambda c: min(c, key=lambda p: (-c[p], p))))(counts)
+        pair = (pick or _most_then_smallest)(counts)
         units = [_merge(u, pair, 256 + len(merges), right_to_left) for u in units]
         merges.append(pair)
     return merges
@@ -172,4 +176,3 @@ def encode_bpe_shared_cache(text, merges):
     if not isinstance(text, str):
         return ref.encode_bpe(text, merges)
     return _cached(text, tuple(tuple(m) for m in merges))
-
