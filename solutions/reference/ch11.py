@@ -15,6 +15,8 @@ from minitorch.core.creation import where
 from minitorch.core.errors import OpError
 from minitorch.core.registry import dispatch
 
+from .ch11_bpe import *  # noqa: F401,F403
+
 # ---------------------------------------------------------------- 11.1
 
 
@@ -261,4 +263,3 @@ def sample_next(logits, temperature, top_k, u):
     p = np.cumsum(e / e.sum())
     over = np.flatnonzero((p > u) & keep)
     return int(over[0]) if over.size else int(np.flatnonzero(keep)[-1])
-from .ch11_bpe import *  # noqa: F401,F403,E402
