@@ -7,10 +7,11 @@ characters. It was taken from Debian's ``bible-kjv-text`` package (version
 ``bible -l10000 "Gen1:1-50:26"`` with the verse numbers and chapter headings
 removed; see ``data/SOURCE.md``.
 
-Each verse is cut at spaces into pieces of at most ``context + 1`` characters
-(a piece of ``L + 1`` characters gives ``L`` inputs and ``L`` next-character
-targets), so the pieces have many lengths: the variable-length batches that
-:func:`bucket_batches` groups by padded length.
+Each verse is cut at spaces into pieces of at most ``context + 1`` tokens
+(a piece of ``L + 1`` tokens gives ``L`` inputs and ``L`` next-token targets),
+characters here or byte-pair tokens (``bpe.py``), so the pieces have many
+lengths: the variable-length batches that :func:`bucket_batches` groups by
+padded length.
 """
 
 from __future__ import annotations
