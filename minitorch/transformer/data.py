@@ -53,10 +53,10 @@ class CharTokenizer:
 def pieces(text: str, tok, context: int) -> list[np.ndarray]:
     """Every verse (with its newline) as ``tok``'s ids, cut into arrays of 2 to ``context + 1``.
 
-    A long verse is cut before its last token within reach that starts with a
-    space (a space itself for characters, a word's first token for
-    :class:`~minitorch.transformer.bpe.BPETokenizer`); each piece ends with that
-    token and the next starts with it, so every next-token target is kept.
+    ``tok`` is any tokenizer with ``encode``, ``decode`` and ``vocab``. A long verse
+    is cut at the last token within reach that starts with a space (a space for
+    characters, a word's first token for :class:`~minitorch.transformer.bpe.BPETokenizer`):
+    that token ends one piece and starts the next, so every next-token target is kept.
     """
     space = np.array([tok.decode([i]).startswith(" ") for i in range(tok.vocab)])
     out = []
