@@ -73,8 +73,8 @@ def encode_bpe(text: str, merges: list[tuple[int, int]]) -> np.ndarray:
 
     Raise ``OpError("encode_bpe", problem, hint)`` when ``text`` is not a str,
     or a merge is not a pair of ids that exist before it (merge ``k`` may use
-    ids below ``256 + k``); the problem names the argument (``merges`` and the
-    merge's index).
+    ids below ``256 + k``); the problem names the argument (``merges``, the
+    merge's index ``k`` and the bound ``256 + k`` its ids must stay below).
 
     Hint 1: encode each distinct word once and reuse its ids.
 

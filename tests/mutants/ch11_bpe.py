@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 
+from minitorch.core.errors import OpError
 from minitorch.transformer.bpe import split_words
 from solutions.reference import ch11_bpe as ref
 
@@ -164,6 +165,15 @@ def encode_bpe_no_check(text, merges):
     if not isinstance(text, str):
         return ref.encode_bpe(text, [])
     return _encode(text, merges, check=False)
+
+
+@mutant("11.18", "the error names the merge but not the bound its ids must stay below")
+def encode_bpe_no_bound(text, merges):
+    try:
+        return ref.encode_bpe(text, merges)
+    except OpError as e:
+        problem = e.problem.split(" is not a pair")[0] + " names an id that does not exist yet"
+        raise OpError(e.op, problem, "use ids made by earlier merges") from None
 
 
 @functools.lru_cache(maxsize=64)

@@ -199,13 +199,15 @@ def test_encode_bpe_new_array():
 def test_encode_bpe_errors():
     """contract: Raise ``OpError("encode_bpe", problem, hint)``
     contract: merge ``k`` may use ids below ``256 + k``
+    contract: the bound ``256 + k`` its ids must stay below
     """
+    late, negative = [(97, 98), (256, 99), (97, 258)], [(97, 98), (-1, 98)]
     cases = [
         (lambda: encode_bpe(b"ab", []), ("encode_bpe", "text")),
-        (lambda: encode_bpe("ab", [(97, 256)]), ("encode_bpe", "merges", "0")),  # not yet made
-        (lambda: encode_bpe("ab", [(97, 98), (256, 99), (97, 258)]), ("encode_bpe", "merges", "2")),
-        (lambda: encode_bpe("ab", [(97, 98), (-1, 98)]), ("encode_bpe", "merges", "1")),
-        (lambda: encode_bpe("ab", [(97, 98, 99)]), ("encode_bpe", "merges", "0")),
+        (lambda: encode_bpe("ab", [(97, 256)]), ("encode_bpe", "merges", "0", "256")),  # not yet
+        (lambda: encode_bpe("ab", late), ("encode_bpe", "merges", "2", "258")),
+        (lambda: encode_bpe("ab", negative), ("encode_bpe", "merges", "1", "257")),
+        (lambda: encode_bpe("ab", [(97, 98, 99)]), ("encode_bpe", "merges", "0", "256")),
     ]
     for k, (fn, words) in enumerate(cases):
         ok, msg, op = _raises(fn, *words)
