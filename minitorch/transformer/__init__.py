@@ -6,6 +6,7 @@ training and generation, eager against compiled.
 * ``cuda``: fused softmax and layer-norm kernels graded by memory traffic (11.4, 11.5);
 * ``data``: the text, a character tokenizer, bucketed variable-length batches (11.6);
 * ``gpt``: the fused q/k/v projection (11.8), the model's forward (11.9), the loss (11.10);
+* ``bpe``: a byte-pair tokenizer, its merges learnt (11.17) and applied (11.18);
 * ``model``: ``TinyGPT`` and its key/value-cache decode step; ``generate``: sampling (11.7);
 * ``flash``: tiled attention with an online softmax, Numba and CUDA kernels (11.19, 11.20);
 * ``train``: the learning-rate schedule (11.11), gradient clipping (11.12), AdamW (11.13),
@@ -23,6 +24,7 @@ from . import (
 )
 from .attention import attention
 from .batched import generate_batch, prefill
+from .bpe import BPETokenizer, decode_bpe, encode_bpe, split_words, train_bpe
 from .data import CharTokenizer, bucket_batches, load_text, make_batch, pieces
 from .flash import flash_attention
 from .generate import generate, greedy_full, sample_next
@@ -38,11 +40,14 @@ __all__ = [
     "lr_at",
     "step_flops",
     "train_lm",
+    "BPETokenizer",
     "CharTokenizer",
     "TinyGPT",
     "attention",
     "bucket_batches",
+    "decode_bpe",
     "decode_step",
+    "encode_bpe",
     "empty_cache",
     "flash_attention",
     "generate",
@@ -57,4 +62,6 @@ __all__ = [
     "project_qkv",
     "prefill",
     "sample_next",
+    "split_words",
+    "train_bpe",
 ]

@@ -7,10 +7,11 @@ characters. It was taken from Debian's ``bible-kjv-text`` package (version
 ``bible -l10000 "Gen1:1-50:26"`` with the verse numbers and chapter headings
 removed; see ``data/SOURCE.md``.
 
-Each verse is cut at spaces into pieces of at most ``context + 1`` characters
-(a piece of ``L + 1`` characters gives ``L`` inputs and ``L`` next-character
-targets), so the pieces have many lengths: the variable-length batches that
-:func:`bucket_batches` groups by padded length.
+Each verse is cut at spaces into pieces of at most ``context + 1`` tokens
+(a piece of ``L + 1`` tokens gives ``L`` inputs and ``L`` next-token targets),
+characters here or byte-pair tokens (``bpe.py``), so the pieces have many
+lengths: the variable-length batches that :func:`bucket_batches` groups by
+padded length.
 """
 
 from __future__ import annotations
@@ -49,18 +50,26 @@ class CharTokenizer:
         return "".join(self.chars[int(i)] for i in ids)
 
 
-def pieces(text: str, tok: CharTokenizer, context: int) -> list[np.ndarray]:
-    """Every verse (with its newline) cut at spaces into token arrays of 2 to ``context + 1``."""
+def pieces(text: str, tok, context: int) -> list[np.ndarray]:
+    """Every verse (with its newline) as ``tok``'s ids, cut into arrays of 2 to ``context + 1``.
+
+    ``tok`` is any tokenizer with ``encode``, ``decode`` and ``vocab``. A long verse
+    is cut at the last token within reach that starts with a space (a space for
+    characters, a word's first token for :class:`~minitorch.transformer.bpe.BPETokenizer`):
+    that token ends one piece and starts the next, so every next-token target is kept.
+    """
+    space = np.array([tok.decode([i]).startswith(" ") for i in range(tok.vocab)])
     out = []
     for verse in text.splitlines():
-        rest = verse + "\n"
+        rest = tok.encode(verse + "\n")
         while len(rest) > 1:
             if len(rest) <= context + 1:
                 cut = len(rest)
             else:
-                cut = rest.rfind(" ", 1, context + 1) + 1 or context + 1
-            out.append(tok.encode(rest[:cut]))
-            rest = rest[cut - 1 :]  # the next piece starts with this one's last character
+                at = np.flatnonzero(space[rest[1 : context + 1]])
+                cut = int(at[-1]) + 2 if at.size else context + 1
+            out.append(rest[:cut])
+            rest = rest[cut - 1 :]  # the next piece starts with this one's last token
     return out
 
 

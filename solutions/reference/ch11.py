@@ -15,7 +15,8 @@ from minitorch.core.creation import where
 from minitorch.core.errors import OpError
 from minitorch.core.registry import dispatch
 
-from .ch11_flash import *  # noqa: F401,F403  (the parts of their own)
+from .ch11_bpe import *  # noqa: F401,F403  (the parts of their own)
+from .ch11_flash import *  # noqa: F401,F403
 from .ch11_generate import *  # noqa: F401,F403
 from .ch11_model import *  # noqa: F401,F403
 from .ch11_train import *  # noqa: F401,F403

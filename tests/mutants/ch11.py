@@ -19,6 +19,7 @@ from minitorch.core.registry import dispatch
 from solutions.reference import ch11 as ref
 
 from . import (  # noqa: F401  (the parts of their own: 11.8-11.20)
+    ch11_bpe,
     ch11_flash,
     ch11_generate,
     ch11_model,
