@@ -53,11 +53,11 @@ def ready_order(params, loss) -> list[int]:
 def average_gradients(comm, params: list) -> None:
     """Replace every parameter's ``.grad`` by its average over the ranks of ``comm``.
 
-    ``params`` is the same list of ``Parameter`` s (same order, shapes, dtypes) on every
-    rank. Afterwards each ``.grad`` holds the sum of the ranks' gradients divided by
+    ``params`` lists the model's ``Parameter`` s in one order on every rank (their shapes
+    and dtypes agree). Afterwards each ``.grad`` holds the sum of the ranks' gradients divided by
     ``comm.size``, in the parameter's dtype, and is the same on every rank. A parameter
     whose ``.grad`` is ``None`` on this rank takes part as zeros, so every parameter ends
-    with a ``.grad``. Returns ``None``.
+    with a ``.grad``. It returns ``None`` (the parameters hold the result).
 
     Uneven shards: averaging equals training on the whole batch only when each rank's
     loss is its shard's mean loss times ``count * size / n`` (``shard_scale``): a plain

@@ -59,7 +59,7 @@ def test_average_is_exact_in_the_dtype_and_fills_missing_gradients():
 
     contract: the sum of the ranks' gradients divided by ``comm.size``, in the parameter's dtype
     contract: takes part as zeros, so every parameter ends with a ``.grad``
-    contract: Returns ``None``
+    contract: It returns ``None`` (the parameters hold the result)
     """
     for n in (2, 4):
         got = _launch(n, "average_direct", None, R.spec("12.3"))
