@@ -12,5 +12,5 @@ The same code runs across machines: ``mpiexec`` takes MPI's own host file
 """
 
 from .comm import Comm, CountingComm, Request, world
-from .launch import RankError, RankTimeout, run
 from .ddp import average_gradients, make_buckets, ready_order, reduce_in_buckets, shard, shard_scale
+from .launch import RankError, RankTimeout, run

@@ -52,11 +52,17 @@ def average_gradients(comm, params):
 
 
 def make_buckets(params, limit_bytes, order):
-    if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, (int, np.integer)) or limit_bytes <= 0:
+    if (
+        isinstance(limit_bytes, bool)
+        or not isinstance(limit_bytes, (int, np.integer))
+        or limit_bytes <= 0
+    ):
         raise OpError("make_buckets", f"limit_bytes={limit_bytes!r} is not a positive int",
                       "give the most bytes of gradient one bucket may hold, e.g. 1 << 20")  # fmt: skip
     order = list(order)
-    if sorted(order) != list(range(len(params))) or not all(isinstance(i, (int, np.integer)) for i in order):
+    if sorted(order) != list(range(len(params))) or not all(
+        isinstance(i, (int, np.integer)) for i in order
+    ):
         raise OpError("make_buckets", f"order={order!r} is not a permutation of range({len(params)})",
                       "list every parameter's index once, as ready_order returns them")  # fmt: skip
     buckets, current, used = [], [], 0

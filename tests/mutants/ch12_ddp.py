@@ -110,7 +110,9 @@ def _reducer(comm, params, buckets, *, at_finish=False, any_order=False, early=0
     def post(k):
         done.add(k)
         for dtype, idx in ref._groups(params, buckets[k]):
-            buf = np.concatenate([grads.get(i, np.zeros(params[i].size, dtype)) for i in idx] or [np.zeros(0, dtype)])
+            buf = np.concatenate(
+                [grads.get(i, np.zeros(params[i].size, dtype)) for i in idx] or [np.zeros(0, dtype)]
+            )
             out = np.empty_like(buf)
             posted.append((idx, comm.iallreduce(buf, out), out, buf))
 

@@ -43,7 +43,9 @@ def spec(ex_id: str) -> str | None:
     fn = exercises.implementation(ex_id)
     name = f"{fn.__module__}:{fn.__qualname__}"
     try:
-        return name if getattr(importlib.import_module(fn.__module__), fn.__qualname__) is fn else None
+        return (
+            name if getattr(importlib.import_module(fn.__module__), fn.__qualname__) is fn else None
+        )
     except (ImportError, AttributeError):
         return None
 
@@ -106,7 +108,8 @@ def train(comm, how: str, impl: str | None, cases: list) -> list[dict]:
                 start = len(c.log)
                 finish = fn(c, params, buckets)
                 seen = []  # after each gradient's hook: allreduces posted so far this step
-                removers = [p.register_grad_hook(lambda g, i=i: seen.append((i, len(c.log) - start)))
+                removers = [p.register_grad_hook(lambda g, i=i, seen=seen, log=c.log, start=start:
+                                                 seen.append((i, len(log) - start)))
                             for i, p in enumerate(params)]  # fmt: skip
                 loss.backward()
                 during = len(c.log) - start

@@ -70,8 +70,14 @@ def test_average_is_exact_in_the_dtype_and_fills_missing_gradients():
                 check(g is not None and g[0] == "float64" and tuple(g[1]) == sh, "12.3",
                       f"parameter {k} (shape {sh}, float64) has .grad {g and g[:2]}",
                       ranks=n, rank=r)  # fmt: skip
-                want = np.zeros(sh) if k == 3 else scale * np.arange(1, int(np.prod(sh)) + 1).reshape(sh) * 10.0**k
-                assert_close(np.array(g[2]), want, "12.3", rtol=1e-13, atol=0, ranks=n, rank=r, parameter=k)
+                want = (
+                    np.zeros(sh)
+                    if k == 3
+                    else scale * np.arange(1, int(np.prod(sh)) + 1).reshape(sh) * 10.0**k
+                )
+                assert_close(
+                    np.array(g[2]), want, "12.3", rtol=1e-13, atol=0, ranks=n, rank=r, parameter=k
+                )
 
 
 @graded("12.3", points=1)
@@ -137,7 +143,12 @@ def test_buckets_name_a_bad_limit_or_order():
 
 # ---------------------------------------------------------------- 12.5
 
-CASES = ((1, False), (2, False), (100, False), (2, True))  # (parameters per bucket, listed reversed)
+CASES = (
+    (1, False),
+    (2, False),
+    (100, False),
+    (2, True),
+)  # (parameters per bucket, listed reversed)
 
 
 def _bucket_runs(n):
@@ -183,7 +194,6 @@ def test_each_bucket_is_posted_as_soon_as_it_is_ready():
             for r, o in enumerate(_bucket_runs(n)):
                 for step in o[c]["posted"]:
                     buckets = step["buckets"]
-                    where = {i: k for k, b in enumerate(buckets) for i in b}
                     ready, want = set(), []
                     for i, _ in step["seen"]:  # what a correct reducer has posted by then
                         ready.add(i)
