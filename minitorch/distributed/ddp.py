@@ -115,5 +115,8 @@ def reduce_in_buckets(comm, params: list, buckets: list) -> Callable[[], None]:
 
     Hint: ``comm.iallreduce(buf, out)`` returns a request; neither buffer may be touched
     until ``request.wait()``.
+
+    Hint: MPI moves a posted collective forward only inside MPI calls; calling ``test()``
+    on the posted requests in each hook lets them progress while backward runs.
     """
     raise NotImplementedError("Exercise 12.5: reduce_in_buckets")

@@ -99,6 +99,9 @@ def reduce_in_buckets(comm, params, buckets):
         missing[where[i]] -= 1
         while len(posted) < len(buckets) and missing[len(posted)] == 0:
             post(len(posted))
+        for sends in posted:  # MPI advances a posted collective only inside MPI calls
+            for _idx, request, _out, _buf in sends:
+                request.test()
 
     removers = [params[i].register_grad_hook(lambda g, i=i: hook(i, g)) for b in buckets for i in b]
 
