@@ -42,3 +42,29 @@ def test_shards_cover_the_batch_and_scales_average_to_one():
                 assert sum(shard_scale(n, r, size) for r in range(size)) / size == pytest.approx(1)
     with pytest.raises(ValueError, match="shard: .*rank=4"):
         shard(3, 4, 4)
+
+
+def test_timeline_lanes_and_chrome_trace():
+    """The book's measurement on 2 ranks, tiny: every schedule is timed, the bucketed one
+    posts its first bucket before backward ends, and the trace has a lane per rank and kind."""
+    from minitorch.distributed.timeline import chrome_events, lanes
+    from minitorch.profiler.chrome import chrome_trace, validate_trace
+
+    limits = [None, 512]
+    got = run(2, "minitorch.distributed.timeline:measure",
+              {"limits": limits, "width": 8, "depth": 3, "rows": 6, "steps": 1}, timeout=120)  # fmt: skip
+    for r in got:
+        none, bucketed = r[None], r[512]
+        assert none["buckets"] == 1 and bucketed["buckets"] > 1
+        assert none["messages"][0][0] >= none["backward"][1]  # no overlap: after backward
+        assert bucketed["messages"][0][0] < bucketed["backward"][1]
+        assert sum(m[2] for m in bucketed["messages"]) == r["grad_bytes"]
+    events, threads = chrome_events(got, 512)
+    validate_trace(chrome_trace(events, [], threads))
+    assert sorted(threads.values()) == [
+        "rank 0",
+        "rank 0 all-reduce",
+        "rank 1",
+        "rank 1 all-reduce",
+    ]
+    assert len(lanes(got, None)) == 2 * (3 + 1)
