@@ -4,6 +4,8 @@ test's own process compares them with: the same training on one process, whole b
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 
 import numpy as np
 
@@ -36,25 +38,29 @@ def data():
     return rng.normal(size=(N, FEATURES)).astype(np.float32), rng.integers(0, CLASSES, N)
 
 
-def spec(ex_id: str) -> str | None:
-    """The implementation of ``ex_id`` the test's process runs, as ``module:name`` when it can
-    be imported by name (a reference, a known-wrong one installed by the mutant runner); else
-    ``None``: the ranks' own exercise mechanism (same mode, same code) picks it."""
+def spec(ex_id: str) -> tuple | None:
+    """The implementation of ``ex_id`` the test's process runs, as ``(module, name, file)``
+    when it is found by that name (a reference, a known-wrong one the mutant runners
+    installed; the file for a module the rank cannot import by name); else ``None``: the
+    rank's own exercise mechanism (same mode, same code) picks it."""
     fn = exercises.implementation(ex_id)
-    name = f"{fn.__module__}:{fn.__qualname__}"
-    try:
-        return (
-            name if getattr(importlib.import_module(fn.__module__), fn.__qualname__) is fn else None
-        )
-    except (ImportError, AttributeError):
+    module = sys.modules.get(fn.__module__)
+    if module is None or getattr(module, fn.__qualname__, None) is not fn:
         return None
+    return fn.__module__, fn.__qualname__, getattr(module, "__file__", None)
 
 
-def _resolve(name: str | None, fallback):
-    if name is None:
+def _resolve(found: tuple | None, fallback):
+    if found is None:
         return fallback
-    module, attr = name.split(":")
-    return getattr(importlib.import_module(module), attr)
+    name, attr, path = found
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError:  # written to a file and loaded by path (tests/mutation)
+        where = importlib.util.spec_from_file_location(name, path)
+        module = sys.modules[name] = importlib.util.module_from_spec(where)
+        where.loader.exec_module(module)
+    return getattr(module, attr)
 
 
 def single_process() -> tuple[list[float], list[np.ndarray]]:
@@ -75,7 +81,7 @@ def _chunks(order, per):
     return [order[i : i + per] for i in range(0, len(order), per)]
 
 
-def train(comm, how: str, impl: str | None, cases: list) -> list[dict]:
+def train(comm, how: str, impl: tuple | None, cases: list) -> list[dict]:
     """Each case trains ``Net`` for STEPS steps on this rank's shard and returns the global
     losses, the final parameters and (``how="buckets"``) what the message log saw."""
     import minitorch.distributed as dist
@@ -128,7 +134,7 @@ def train(comm, how: str, impl: str | None, cases: list) -> list[dict]:
     return out
 
 
-def average_direct(comm, impl: str | None) -> list:
+def average_direct(comm, impl: tuple | None) -> list:
     """12.3 on hand-made float64 gradients: rank r holds ``1 + r * 1e-9`` (lost in float32)
     times a pattern, in a 0-d, an empty and a 2-d parameter, and one without a gradient."""
     import minitorch.distributed as dist

@@ -22,7 +22,7 @@ LIMIT = 90  # seconds a launch may take (2-3 s when well)
 
 
 @functools.lru_cache(maxsize=8)
-def _launch(n: int, fn: str, how: str | None, impl: str | None, cases: tuple = ()):
+def _launch(n: int, fn: str, how: str | None, impl: tuple | None, cases: tuple = ()):
     args = {"impl": impl} if how is None else {"how": how, "impl": impl, "cases": list(cases)}
     return run(n, f"autograder.tests.ch12.ranks_ddp:{fn}", args, timeout=LIMIT)
 
