@@ -29,6 +29,10 @@ def _write_back(params, indices, total: np.ndarray, size: int) -> None:
         at += p.size
 
 
+def _concat(parts, dtype) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
 def _check_params(op, params):
     for i, p in enumerate(params):
         if not isinstance(p, Parameter):
@@ -47,8 +51,8 @@ def _groups(params, indices):
 def average_gradients(comm, params):
     _check_params("average_gradients", params)
     for dtype, idx in _groups(params, range(len(params))):
-        flat = np.concatenate([_grad(params[i]) for i in idx]) if idx else np.zeros(0, dtype)
-        _write_back(params, idx, comm.allreduce(flat), comm.size)
+        _write_back(params, idx, comm.allreduce(_concat([_grad(params[i]) for i in idx], dtype)),
+                    comm.size)  # fmt: skip
 
 
 def make_buckets(params, limit_bytes, order):
@@ -83,13 +87,12 @@ def reduce_in_buckets(comm, params, buckets):
     grads = {}  # index -> this backward's gradient, flat
     missing = [len(b) for b in buckets]
     where = {i: k for k, b in enumerate(buckets) for i in b}
-    posted = []  # (bucket index, dtype groups, [(request, out)])
+    posted = []  # per posted bucket: (indices, request, out, buf) per dtype; buf lives till wait
 
     def post(k):
         sends = []
         for dtype, idx in _groups(params, buckets[k]):
-            parts = [grads.get(i, np.zeros(params[i].size, dtype)) for i in idx]
-            buf = np.concatenate(parts) if parts else np.zeros(0, dtype)
+            buf = _concat([grads.get(i, np.zeros(params[i].size, dtype)) for i in idx], dtype)
             out = np.empty_like(buf)
             sends.append((idx, comm.iallreduce(buf, out), out, buf))
         posted.append(sends)
