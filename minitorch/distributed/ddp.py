@@ -57,7 +57,8 @@ def average_gradients(comm, params: list) -> None:
     and dtypes agree). Afterwards each ``.grad`` holds the sum of the ranks' gradients divided by
     ``comm.size``, in the parameter's dtype, and is the same on every rank. A parameter
     whose ``.grad`` is ``None`` on this rank takes part as zeros, so every parameter ends
-    with a ``.grad``. It returns ``None`` (the parameters hold the result).
+    with a ``.grad``. Gradients travel in their parameter's dtype (a float32 one as 4 bytes
+    an element). It returns ``None`` (the parameters hold the result).
 
     Uneven shards: averaging equals training on the whole batch only when each rank's
     loss is its shard's mean loss times ``count * size / n`` (``shard_scale``): a plain

@@ -29,10 +29,6 @@ def _write_back(params, indices, total: np.ndarray, size: int) -> None:
         at += p.size
 
 
-def _concat(parts, dtype) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype)
-
-
 def _check_params(op, params):
     for i, p in enumerate(params):
         if not isinstance(p, Parameter):
@@ -50,9 +46,9 @@ def _groups(params, indices):
 
 def average_gradients(comm, params):
     _check_params("average_gradients", params)
-    for dtype, idx in _groups(params, range(len(params))):
-        _write_back(params, idx, comm.allreduce(_concat([_grad(params[i]) for i in idx], dtype)),
-                    comm.size)  # fmt: skip
+    for _dtype, idx in _groups(params, range(len(params))):
+        flat = np.concatenate([_grad(params[i]) for i in idx])  # a group is never empty
+        _write_back(params, idx, comm.allreduce(flat), comm.size)
 
 
 def make_buckets(params, limit_bytes, order):
@@ -92,7 +88,7 @@ def reduce_in_buckets(comm, params, buckets):
     def post(k):
         sends = []
         for dtype, idx in _groups(params, buckets[k]):
-            buf = _concat([grads.get(i, np.zeros(params[i].size, dtype)) for i in idx], dtype)
+            buf = np.concatenate([grads.get(i, np.zeros(params[i].size, dtype)) for i in idx])
             out = np.empty_like(buf)
             sends.append((idx, comm.iallreduce(buf, out), out, buf))
         posted.append(sends)

@@ -134,17 +134,26 @@ def train(comm, how: str, impl: tuple | None, cases: list) -> list[dict]:
     return out
 
 
+SHAPES = [((), "float64"), ((0,), "float64"), ((2, 3), "float64"), ((4,), "float64"),
+          ((3,), "float32"), ((2,), "float32")]  # fmt: skip
+NO_GRAD = (3, 5)
+
+
 def average_direct(comm, impl: tuple | None) -> list:
-    """12.3 on hand-made float64 gradients: rank r holds ``1 + r * 1e-9`` (lost in float32)
-    times a pattern, in a 0-d, an empty and a 2-d parameter, and one without a gradient."""
+    """12.3 on hand-made gradients: rank r holds ``1 + r * 1e-9`` (lost in float32) times a
+    pattern; a 0-d and an empty parameter, float32 ones (one given a float64 gradient) and
+    one of each dtype without a gradient. Returns what it returned, the bytes it all-reduced
+    and every ``.grad``."""
     import minitorch.distributed as dist
 
     fn = _resolve(impl, dist.average_gradients)
-    shapes = [(), (0,), (2, 3), (4,)]
-    params = [nn.Parameter(np.zeros(sh)) for sh in shapes]
-    for k, p in enumerate(params[:3]):
-        g = (1 + comm.rank * 1e-9) * np.arange(1, p.size + 1).reshape(p.shape) * 10.0**k
-        p.grad = minitorch.tensor(np.asarray(g), dtype=minitorch.float64)
-    returned = fn(comm, params)
-    return [returned is None] + [None if p.grad is None else (str(p.grad.numpy().dtype), p.grad.shape,
-                                 p.grad.numpy().tolist()) for p in params]  # fmt: skip
+    params = [nn.Parameter(np.zeros(sh, dtype)) for sh, dtype in SHAPES]
+    for k, p in enumerate(params):
+        if k not in NO_GRAD:
+            g = (1 + comm.rank * 1e-9) * np.arange(1, p.size + 1).reshape(p.shape) * 10.0**k
+            p.grad = minitorch.tensor(np.asarray(g), dtype=minitorch.float64)
+    c = CountingComm(comm)
+    returned = fn(c, params)
+    sent = sum(m.nbytes for m in c.log if m.kind == "allreduce")
+    return [returned is None, sent] + [None if p.grad is None else (str(p.grad.numpy().dtype),
+            p.grad.shape, p.grad.numpy().tolist()) for p in params]  # fmt: skip

@@ -55,30 +55,31 @@ def test_averaged_training_equals_one_process():
 
 @graded("12.3", points=2)
 def test_average_is_exact_in_the_dtype_and_fills_missing_gradients():
-    """float64 gradients that differ by 1e-9 between ranks, a 0-d and an empty parameter, and
-    one without a gradient on every rank.
+    """Gradients that differ by 1e-9 between ranks, a 0-d and an empty parameter, float32 and
+    float64 ones, one of each without a gradient, a float64 gradient on a float32 parameter.
 
     contract: the sum of the ranks' gradients divided by ``comm.size``, in the parameter's dtype
     contract: takes part as zeros, so every parameter ends with a ``.grad``
     contract: It returns ``None`` (the parameters hold the result)
+    contract: Gradients travel in their parameter's dtype
     """
+    want_bytes = sum(int(np.prod(sh)) * np.dtype(dt).itemsize for sh, dt in R.SHAPES)
     for n in (2, 4):
         got = _launch(n, "average_direct", None, R.spec("12.3"))
         scale = 1 + np.mean(np.arange(n)) * 1e-9
-        for r, (none, *grads) in enumerate(got):
+        for r, (none, sent, *grads) in enumerate(got):
             check(none, "12.3", "average_gradients returned something, not None", ranks=n)
-            for k, (sh, g) in enumerate(zip([(), (0,), (2, 3), (4,)], grads)):
-                check(g is not None and g[0] == "float64" and tuple(g[1]) == sh, "12.3",
-                      f"parameter {k} (shape {sh}, float64) has .grad {g and g[:2]}",
+            check(sent == want_bytes, "12.3", "all-reduced bytes are not the gradients' in their "
+                  "parameters' dtypes", got=sent, expected=want_bytes, ranks=n, value=text(sent))  # fmt: skip
+            for k, ((sh, dt), g) in enumerate(zip(R.SHAPES, grads)):
+                check(g is not None and g[0] == dt and tuple(g[1]) == sh, "12.3",
+                      f"parameter {k} (shape {sh}, {dt}) has .grad {g and g[:2]}",
                       ranks=n, rank=r)  # fmt: skip
-                want = (
-                    np.zeros(sh)
-                    if k == 3
-                    else scale * np.arange(1, int(np.prod(sh)) + 1).reshape(sh) * 10.0**k
-                )
-                assert_close(
-                    np.array(g[2]), want, "12.3", rtol=1e-13, atol=0, ranks=n, rank=r, parameter=k
-                )
+                size = int(np.prod(sh))
+                want = scale * np.arange(1, size + 1).reshape(sh) * 10.0**k
+                want = np.zeros(sh) if k in R.NO_GRAD else want.astype(dt)
+                assert_close(np.array(g[2], dt), want, "12.3", rtol=1e-13 if dt == "float64" else 1e-6,
+                             atol=0, ranks=n, rank=r, parameter=k)  # fmt: skip
 
 
 @graded("12.3", points=1)
