@@ -112,6 +112,9 @@ def reduce_in_buckets(comm, params: list, buckets: list) -> Callable[[], None]:
     ``comm.size``, in its dtype, its shape) into its ``.grad``; it removes the hooks, so the
     next step calls ``reduce_in_buckets`` again. The result equals ``average_gradients``.
 
+    An element of ``params`` that is not a ``Parameter`` raises ``OpError`` naming
+    ``reduce_in_buckets`` and its index, before any hook is registered.
+
     Hint: keep, per bucket, how many of its gradients are still missing.
 
     Hint: ``comm.iallreduce(buf, out)`` returns a request; neither buffer may be touched

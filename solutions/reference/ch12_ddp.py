@@ -94,7 +94,7 @@ def reduce_in_buckets(comm, params, buckets):
         posted.append(sends)
 
     def hook(i, g):
-        grads[i] = np.ascontiguousarray(g.numpy(), dtype=params[i].numpy().dtype).reshape(-1)
+        grads[i] = np.ascontiguousarray(g.numpy()).reshape(-1)  # the hook gives p's dtype
         missing[where[i]] -= 1
         while len(posted) < len(buckets) and missing[len(posted)] == 0:
             post(len(posted))

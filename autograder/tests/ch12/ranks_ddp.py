@@ -105,12 +105,16 @@ def train(comm, how: str, impl: tuple | None, cases: list) -> list[dict]:
                 fn(c, params)
             else:
                 if step == 0:  # buckets from this step's order; its backward is done again below
-                    order = ready_order(params, loss) + [len(params) - 1]  # unused: last
+                    used = ready_order(params, loss)  # the unused parameter: its own bucket, last
                     opt.zero_grad()
                     loss = F.cross_entropy(model(minitorch.tensor(x[s])), minitorch.tensor(y[s]))
                     loss = loss * shard_scale(N, comm.rank, comm.size)
                     per, reverse = case
-                    buckets = _chunks(order, per)[:: -1 if reverse else 1]
+                    buckets = _chunks(used, per)[:: -1 if reverse else 1] + [[len(params) - 1]]
+                    if per == 1:  # every bucket completes during backward
+                        buckets = _chunks(used, per)
+                    elif not reverse:  # the unused parameter shares the last bucket
+                        buckets = _chunks(used + [len(params) - 1], per)
                 start = len(c.log)
                 finish = fn(c, params, buckets)
                 seen = []  # after each gradient's hook: allreduces posted so far this step

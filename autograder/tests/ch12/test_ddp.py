@@ -13,7 +13,7 @@ import pytest
 import minitorch
 from autograder.harness import assert_close, check, graded, text
 from minitorch.core.errors import OpError
-from minitorch.distributed import average_gradients, make_buckets, run
+from minitorch.distributed import average_gradients, make_buckets, reduce_in_buckets, run
 from minitorch.nn import Parameter
 
 from . import ranks_ddp as R
@@ -82,17 +82,23 @@ def test_average_is_exact_in_the_dtype_and_fills_missing_gradients():
                              atol=0, ranks=n, rank=r, parameter=k)  # fmt: skip
 
 
-@graded("12.3", points=1)
-def test_average_names_a_wrong_parameter():
-    """contract: is not a ``Parameter`` raises ``OpError`` naming ``average_gradients`` and its index"""
+def _names_a_wrong_parameter(ex, fn, *args):
     from minitorch.distributed.comm import world
 
     bad = [Parameter(np.zeros(2)), minitorch.tensor([1.0])]
     with pytest.raises(OpError) as e:
-        average_gradients(world(), bad)
+        fn(world(), bad, *args)
     named = "params[1]" in (e.value.problem or "") and e.value.hint
-    check(e.value.op == "average_gradients" and bool(named), "12.3",
-          f"raised {e.value!s}: want the op, params[1] named and a hint", value=text(e.value.op))  # fmt: skip
+    check(e.value.op == fn.__name__ and bool(named), ex,
+          f"raised {e.value!s}: want {fn.__name__}, params[1] named and a hint",
+          value=text(e.value.op))  # fmt: skip
+    return bad
+
+
+@graded("12.3", points=1)
+def test_average_names_a_wrong_parameter():
+    """contract: is not a ``Parameter`` raises ``OpError`` naming ``average_gradients`` and its index"""
+    _names_a_wrong_parameter("12.3", average_gradients)
 
 
 # ---------------------------------------------------------------- 12.4
@@ -153,7 +159,7 @@ CASES = (
     (2, False),
     (100, False),
     (2, True),
-)  # (parameters per bucket, listed reversed)
+)  # (parameters per bucket, listed reversed); per 1: the unused parameter in no bucket
 
 
 def _bucket_runs(n):
@@ -174,7 +180,7 @@ def test_bucketed_training_equals_one_process():
         out = _bucket_runs(n)
         for c, case in enumerate(CASES):
             _equal_to_one_process("12.5", [o[c] for o in out], f"{n} ranks, buckets {case}")
-            check(all(o[c]["unused"] == [0.0, 0.0] for o in out), "12.5",
+            check(case[0] == 1 or all(o[c]["unused"] == [0.0, 0.0] for o in out), "12.5",
                   "the parameter no loss uses should end with a zero .grad",
                   got=[o[c]["unused"] for o in out], case=case)  # fmt: skip
 
@@ -214,3 +220,14 @@ def test_each_bucket_is_posted_as_soon_as_it_is_ready():
                           hooks_in_order=[i for i, _ in step["seen"]], posted_after_each=got,
                           expected=want, message_bytes=step["sizes"], bucket_bytes=bytes_,
                           value=text([got, step["sizes"]]))  # fmt: skip
+
+
+@graded("12.5", points=1)
+def test_reducer_names_a_wrong_parameter():
+    """contract: is not a ``Parameter`` raises ``OpError`` naming ``reduce_in_buckets`` and its index
+    contract: before any hook is registered
+    """
+    bad = _names_a_wrong_parameter("12.5", reduce_in_buckets, [[0, 1]])
+    hooks = bad[0].__dict__.get("_grad_hooks", [])
+    check(not hooks, "12.5", f"{len(hooks)} hook(s) left on params[0] after the error",
+          value=text(len(hooks)))  # fmt: skip
