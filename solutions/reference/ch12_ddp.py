@@ -25,7 +25,7 @@ def _write_back(params, indices, total: np.ndarray, size: int) -> None:
     for i in indices:
         p = params[i]
         part = total[at : at + p.size] / size
-        p.grad = Tensor(part.reshape(p.shape).astype(total.dtype, copy=False), dtype=p.dtype)
+        p.grad = Tensor(part.reshape(p.shape))  # the buffer is in p's dtype already
         at += p.size
 
 
