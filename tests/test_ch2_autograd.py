@@ -161,3 +161,52 @@ def test_backward_on_the_cuda_backend():
     ((x[:, 1:] * 2.0).sum() + (x @ w).relu().mean()).backward()
     np.testing.assert_allclose(x.grad.numpy(), [[0.5, 2.5, 2.5], [0.5, 2.5, 2.5]])
     np.testing.assert_allclose(w.grad.numpy(), [[0.75, 0.75], [1.25, 1.25], [1.75, 1.75]])
+
+
+def test_grad_hooks_fire_once_each_when_the_gradient_is_final():
+    """A hook sees its parameter's whole gradient for this backward, while the walk is still going
+    (the first layer's weight is used last, so its hook comes after the second layer's)."""
+    rng = np.random.default_rng(0)
+    w1 = mt.nn.Parameter(rng.normal(size=(3, 4)))
+    w2 = mt.nn.Parameter(rng.normal(size=(4, 2)))
+    b = mt.nn.Parameter(np.zeros(2, np.float32))  # float32 leaf in a float64 graph
+    x = mt.tensor(rng.normal(size=(5, 3)))
+    seen = []
+    for name, p in (("w1", w1), ("w2", w2), ("b", b)):
+        p.register_grad_hook(lambda g, name=name: seen.append((name, g.numpy().copy(), w1.grad)))
+    h = (x @ w1).relu()
+    loss = ((h @ w2 + b.astype(mt.float64)) * (h @ w2)).sum()  # w2 used twice
+    loss.backward()
+    names = [s[0] for s in seen]
+    assert sorted(names) == ["b", "w1", "w2"] and names[-1] == "w1"
+    for name, g, w1_grad_then in seen:
+        p = {"w1": w1, "w2": w2, "b": b}[name]
+        assert g.dtype == p.numpy().dtype and np.array_equal(g, p.grad.numpy())
+        assert w1_grad_then is None  # fired during the walk, before .grad was written
+    seen.clear()
+    loss2 = (x @ w1).sum()  # a hook only for leaves that got a gradient; each backward again
+    loss2.backward()
+    assert [s[0] for s in seen] == ["w1"]
+
+
+def test_grad_hooks_on_a_root_leaf_and_removal():
+    w = mt.nn.Parameter(np.ones(1))
+    got = []
+    remove = w.register_grad_hook(got.append)
+    w.backward()  # the root is the leaf: no rule runs, the hook still fires
+    assert [g.item() for g in got] == [1.0]
+    remove()
+    (w * 2).sum().backward()
+    assert len(got) == 1 and w.grad.item() == 3.0
+    with pytest.raises(mt.OpError, match="register_grad_hook: fn is a int"):
+        w.register_grad_hook(3)
+
+
+def test_grad_hooks_leave_the_ops_as_they_were_after_an_error():
+    w = mt.nn.Parameter(np.ones(2))
+    y = w * 3
+    op = y._node.op
+    w.register_grad_hook(lambda g: (_ for _ in ()).throw(ValueError("hook failed")))
+    with pytest.raises(ValueError, match="hook failed"):
+        y.sum().backward()
+    assert y._node.op is op

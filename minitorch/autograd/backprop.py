@@ -10,6 +10,7 @@ over every use) before it is passed on to the tensor's inputs.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 from ..core import dtypes as dt
@@ -118,14 +119,86 @@ def backward(root: Tensor, grad: Tensor | None = None) -> None:
         )
     root._backward_ran = True
     with no_grad():
-        grads = backpropagate(root, seed)
-        for t in toposort(root):
+        order = toposort(root)
+        with _watching(order) as watched:
+            grads = backpropagate(root, seed)
+        for t in order:
             g = grads.get(id(t))
             if g is None or t._node is not None:
                 continue
-            if g.dtype != t.dtype and dt.is_float(t.dtype):
-                g = g.astype(t.dtype)
+            g = _as_leaf(t, g)
+            if id(t) in watched:  # no rule was seen to finish it (e.g. root is the leaf)
+                watched.pop(id(t)).fire(g)
             t.grad = g if t.grad is None else t.grad + g
+
+
+def _as_leaf(t: Tensor, g: Tensor) -> Tensor:
+    return g.astype(t.dtype) if g.dtype != t.dtype and dt.is_float(t.dtype) else g
+
+
+class _Watch:
+    """A leaf with grad hooks: its gradient so far, and how many of its users are still to run."""
+
+    def __init__(self, leaf: Tensor, users: int):
+        self.leaf, self.users, self.grad = leaf, users, None
+
+    def fire(self, g: Tensor) -> None:
+        for fn in list(self.leaf._grad_hooks):
+            fn(g)
+
+
+class _Watched:
+    """Stands in for an op during one backward: after its rule runs, it adds what the rule
+    gave the watched leaves, and fires a leaf's hooks once its last user has run."""
+
+    def __init__(self, op, watched: dict):
+        self.op, self.name, self.watched = op, op.name, watched
+        self.vjp = None if op.vjp is None else self._vjp
+
+    def _vjp(self, g, out, *inputs, **attrs):
+        in_grads = self.op.vjp(g, out, *inputs, **attrs)
+        mine = {}
+        for x, gx in zip(inputs, in_grads):
+            w = self.watched.get(id(x))
+            if w is not None:
+                mine[id(x)] = w
+                if gx is not None and gx.shape == x.shape:  # else backpropagate names the rule
+                    w.grad = gx if w.grad is None else w.grad + gx
+        for key, w in mine.items():
+            w.users -= 1
+            if w.users == 0 and w.grad is not None:
+                del self.watched[key]
+                w.fire(_as_leaf(w.leaf, w.grad))
+        return in_grads
+
+
+@contextlib.contextmanager
+def _watching(order: list[Tensor]):
+    """Fire each hooked leaf's hooks (``Parameter.register_grad_hook``) as soon as the walk has
+    run the rule of every tensor that uses it: its gradient for this backward is final then.
+
+    Rules are seen, not changed: the ops of the leaves' users are stood in for while the walk
+    runs (the learner's 2.8 calls them) and put back afterwards. Leaves still waiting when the
+    walk ends (a user that received no gradient) are fired by ``backward`` from its result.
+    """
+    watched = {id(t): t for t in order if t._node is None and getattr(t, "_grad_hooks", None)}
+    if not watched:
+        yield {}
+        return
+    users: dict[int, int] = {}
+    nodes = [t._node for t in order if t._node is not None]
+    for n in nodes:
+        for key in {id(x) for x in n.inputs if id(x) in watched}:
+            users[key] = users.get(key, 0) + 1
+    watched = {k: _Watch(t, users.get(k, 0)) for k, t in watched.items()}
+    touched = list({id(n): n for n in nodes if any(id(x) in watched for x in n.inputs)}.values())
+    for n in touched:
+        n.op = _Watched(n.op, watched)
+    try:
+        yield watched
+    finally:
+        for n in touched:
+            n.op = n.op.op
 
 
 def grad(output: Tensor, inputs, grad_output: Tensor | None = None) -> list[Tensor | None]:

@@ -11,7 +11,9 @@
 * ``ring``: ring all-reduce from point-to-point messages (12.1, 12.2);
 * ``collective``: the ``all_reduce`` op, split by the compiler into a start and a wait
   scheduled by ``overlap_order`` (12.6); ``cost``: the latency-bandwidth cost model
-  (12.7) and the open task of choosing buckets (12.8).
+  (12.7) and the open task of choosing buckets (12.8);
+* ``ddp``: gradients averaged over ranks (12.3), buckets in backward order (12.4) and
+  their all-reduces started during backward (12.5); ``timeline``: the book's per-rank timelines.
 
 The same code runs across machines: ``mpiexec`` takes MPI's own host file
 (``mpiexec -f hosts -n 8 ...`` with MPICH); nothing here assumes one machine.
@@ -20,6 +22,7 @@ The same code runs across machines: ``mpiexec`` takes MPI's own host file
 from .collective import overlap_order, reduce_gradients, use
 from .comm import Comm, CountingComm, Request, world
 from .cost import LinkModel, allreduce_time, choose_buckets, measure_link, step_time
+from .ddp import average_gradients, make_buckets, ready_order, reduce_in_buckets, shard, shard_scale
 from .launch import RankError, RankTimeout, run
 from .ring import ring_allreduce, ring_chunks
 from .threads import Deadlock, ThreadComm, run_threads
@@ -34,14 +37,20 @@ __all__ = [
     "Request",
     "ThreadComm",
     "allreduce_time",
+    "average_gradients",
     "choose_buckets",
+    "make_buckets",
     "measure_link",
     "overlap_order",
+    "ready_order",
     "reduce_gradients",
+    "reduce_in_buckets",
     "ring_allreduce",
     "ring_chunks",
     "run",
     "run_threads",
+    "shard",
+    "shard_scale",
     "step_time",
     "use",
     "world",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -46,6 +46,25 @@ class Parameter(Tensor):
             value = value.astype(self.dtype)
         self._data = value.contiguous()._data
         return self
+
+    def register_grad_hook(self, fn) -> Callable[[], None]:
+        """Call ``fn(grad)`` during each ``backward`` once this parameter's gradient is final.
+
+        ``grad`` is what that backward adds to ``.grad`` (in the parameter's dtype), passed as
+        soon as every op that used the parameter has had its rule run, while the rest of the
+        graph is still being walked: chapter 12 starts sending it then. Returns ``remove()``.
+        """
+        if not callable(fn):
+            raise OpError("register_grad_hook", f"fn is a {type(fn).__name__}, not callable",
+                          hint="pass a function of one argument, the gradient")  # fmt: skip
+        hooks = self.__dict__.setdefault("_grad_hooks", [])
+        hooks.append(fn)
+
+        def remove() -> None:
+            if fn in hooks:
+                hooks.remove(fn)
+
+        return remove
 
     def __repr__(self) -> str:
         return "Parameter(" + super().__repr__() + ")"

@@ -2,4 +2,5 @@
 
 # ruff: noqa: F401, F403
 from .ch12_compile import *
+from .ch12_ddp import *
 from .ch12_ring import *
