@@ -9,6 +9,7 @@ exactly what eager execution runs.
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -27,30 +28,38 @@ BACKWARD: list = []
 
 # ---------------------------------------------------------------- grad mode
 
-_grad_enabled = [True]
+class _GradMode(threading.local):
+    """Per thread, as in PyTorch: ranks that are threads of one process (chapter 12) each
+    have their own, and a rank's ``no_grad`` never stops another's recording."""
+
+    def __init__(self):
+        self.stack = [True]
+
+
+_grad_mode = _GradMode()
 
 
 def is_grad_enabled() -> bool:
-    return _grad_enabled[-1]
+    return _grad_mode.stack[-1]
 
 
 @contextlib.contextmanager
 def no_grad() -> Iterator[None]:
     """Run ops without recording them for backward (evaluation, optimizer steps)."""
-    _grad_enabled.append(False)
+    _grad_mode.stack.append(False)
     try:
         yield
     finally:
-        _grad_enabled.pop()
+        _grad_mode.stack.pop()
 
 
 @contextlib.contextmanager
 def enable_grad() -> Iterator[None]:
-    _grad_enabled.append(True)
+    _grad_mode.stack.append(True)
     try:
         yield
     finally:
-        _grad_enabled.pop()
+        _grad_mode.stack.pop()
 
 
 @dataclass
@@ -83,7 +92,7 @@ def eager_apply(op: OpDef, inputs: tuple, attrs: dict) -> Tensor:
         data = _alloc_hook(op, inputs, data)
     out = Tensor._make(data, out_spec.device)
     # Only float results carry gradients (comparisons and argmax of a tracked input do not).
-    if _grad_enabled[-1] and dt.is_float(out.dtype) and any(x.requires_grad for x in inputs):
+    if _grad_mode.stack[-1] and dt.is_float(out.dtype) and any(x.requires_grad for x in inputs):
         out.requires_grad = True
         out._node = Node(op, inputs, attrs)
     return out

@@ -20,7 +20,14 @@ from minitorch import OpError
 from minitorch.core.tensor import Tensor, no_grad
 from minitorch.nn.module import Parameter
 from minitorch.tracing.jit import jit
-from minitorch.transformer import TinyGPT, empty_cache, generate, generate_batch, prefill
+from minitorch.transformer import (
+    TinyGPT,
+    attention,
+    empty_cache,
+    generate,
+    generate_batch,
+    prefill,
+)
 
 VOCAB, CONTEXT = 13, 8
 
@@ -40,10 +47,11 @@ def _full(model, ids):
     with no_grad():
         x = model.tok(_t(ids)) + model.pos(_t(np.arange(T).reshape(1, 1, T)))
         kv = []
-        for block in model.blocks:
-            _, k, v = block.attn.project(block.ln1(x))
+        for block in model.blocks:  # a pre-norm block, written out (the model's is 11.9's)
+            q, k, v = block.attn.project(block.ln1(x))
             kv += [k.numpy(), v.numpy()]
-            x = block(x)
+            x = x + block.attn.merge(attention(q, k, v, causal=True))
+            x = x + block.mlp(block.ln2(x))
         return model.head(x).numpy(), kv
 
 
