@@ -44,3 +44,27 @@ def test_every_retrace_says_why():
         for n in range(1, 11):
             np.testing.assert_allclose(g(minitorch.ones(n)).numpy(), np.full(n, 2.0))
     assert g.trace_count == 8 and len(g.recompiles) == 7
+
+
+def test_an_exercise_jitted_directly_is_guarded_on_its_implementation_not_its_cache():
+    """The dispatcher's cache fills as the traced function first calls exercises: that is
+    no reason to retrace; switching the learner's code for the reference is."""
+    import minitorch
+    from minitorch import exercises
+    from minitorch.transformer import lm_loss
+
+    def args(b, t):
+        vals = (np.zeros((b, 1, t, 7), np.float32), np.zeros((b, 1, t, 1), np.int64),
+                np.ones((b, 1, t, 1), np.float32))  # fmt: skip
+        return [minitorch.mark_dynamic(minitorch.mark_dynamic(minitorch.tensor(v), 0), 2)
+                for v in vals]  # fmt: skip
+
+    mode, focus = exercises.get_mode()
+    minitorch.set_mode("reference")  # empties the cache
+    try:
+        jf = minitorch.jit(lm_loss)
+        jf(*args(2, 3))
+        jf(*args(3, 5))
+        assert jf.trace_count == 1, jf.recompiles
+    finally:
+        minitorch.set_mode(mode, focus=",".join(sorted(focus)) or None)

@@ -134,6 +134,8 @@ def resolve(root, path: tuple):
                 x = getattr(type(x), arg)
             elif kind == "jit":
                 x = x.fn
+            elif kind == "impl":
+                x = x.implementation()
             elif kind == "type":
                 x = type(x)
             elif kind == "flag":  # an attribute its class may hold (Module.training)
@@ -178,6 +180,8 @@ def path_name(path: tuple) -> str:
             out = arg[1]  # (position, name)
         elif kind == "type":
             out = f"type({out or 'self'})"
+        elif kind == "impl":  # an exercise: the learner's code or the reference
+            out = f"the implementation of {out or 'the function'}"
     return out or "the function"
 
 
@@ -249,6 +253,10 @@ def scan(fn, args=(), names=()) -> State:
             state.idents[path] = x
 
     def walk_function(f, path, depth):
+        if hasattr(f, "exercise_id"):  # an exercise's dispatcher: guard what it calls now
+            # (the learner's or the reference, a setting), not the cache that choice fills
+            walk(f.implementation(), path + (("impl", None),), depth + 1)
+            return
         g = f.__globals__
         for name in sorted(_names(f.__code__)):
             if name in g:
@@ -394,6 +402,7 @@ _STEPS = {
     "func": "{x}.__func__",
     "method": "getattr(type({x}), {a})",
     "jit": "{x}.fn",
+    "impl": "{x}.implementation()",
     "type": "type({x})",
     "flag": "getattr({x}, {a})",
 }
