@@ -83,16 +83,19 @@ def test_average_is_exact_in_the_dtype_and_fills_missing_gradients():
                              atol=0, ranks=n, rank=r, parameter=k)  # fmt: skip
 
 
-def _names_a_wrong_parameter(ex, fn, *args):
-    from minitorch.distributed.comm import world
-
-    bad = [Parameter(np.zeros(2)), minitorch.tensor([1.0])]
+def _raises_on_one_rank(comm, fn, bad, args):
     with pytest.raises(OpError) as e:
-        fn(world(), bad, *args)
-    named = "params[1]" in (e.value.problem or "") and e.value.hint
-    check(e.value.op == fn.__name__ and bool(named), ex,
-          f"raised {e.value!s}: want {fn.__name__}, params[1] named and a hint",
-          value=text(e.value.op))  # fmt: skip
+        fn(comm, bad, *args)
+    return e.value
+
+
+def _names_a_wrong_parameter(ex, fn, *args):
+    bad = [Parameter(np.zeros(2)), minitorch.tensor([1.0])]
+    (err,) = run_threads(1, _raises_on_one_rank, {"fn": fn, "bad": bad, "args": args})
+    named = "params[1]" in (err.problem or "") and err.hint
+    check(err.op == fn.__name__ and bool(named), ex,
+          f"raised {err!s}: want {fn.__name__}, params[1] named and a hint",
+          value=text(err.op))  # fmt: skip
     return bad
 
 
