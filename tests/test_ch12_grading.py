@@ -7,14 +7,14 @@ import pytest
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="official grading needs root")
 
-MPIEXEC_RING = '''
+MPIEXEC_RING = """
 
 def ring_allreduce(comm, buf):  # starts real MPI ranks from inside the graded child
     from minitorch.distributed import run
 
     run(2, "minitorch.distributed.measure:compare", {"sizes": [1]}, timeout=10)
     return buf.copy()
-'''
+"""
 
 
 @ROOT_ONLY
@@ -25,7 +25,9 @@ def test_official_grading_runs_the_ring_on_thread_ranks_and_refuses_mpiexec(tmp_
     sub = tmp_path / "sub"
     install(sub)
     data = grade(sub, "--exercise", "12.2", "--no-notebooks")
-    assert data["score"] == data["max_score"] == 8, [(t["name"], t["status"]) for t in data["tests"]]
+    assert data["score"] == data["max_score"] == 8, [
+        (t["name"], t["status"]) for t in data["tests"]
+    ]
     ring = sub / "minitorch/distributed/ring.py"
     ring.write_text(ring.read_text() + MPIEXEC_RING)  # the later definition wins
     data = grade(sub, "--exercise", "12.2", "--no-notebooks")

@@ -28,6 +28,7 @@ BACKWARD: list = []
 
 # ---------------------------------------------------------------- grad mode
 
+
 class _GradMode(threading.local):
     """Per thread, as in PyTorch: ranks that are threads of one process (chapter 12) each
     have their own, and a rank's ``no_grad`` never stops another's recording."""
