@@ -11,9 +11,10 @@ from minitorch.distributed import collective
 
 @pytest.fixture(autouse=True)
 def _reference():
+    mode, focus = mt.get_mode()
     mt.set_mode("reference")
     yield
-    mt.set_mode("learner")
+    mt.set_mode(mode, focus)  # as the session had it
 
 
 def _step(buckets_of, debug=False):
