@@ -80,8 +80,9 @@ def test_project_qkv_errors():
         ("12 columns, 3 heads: 12 is not a multiple of 9", lambda: project_qkv(h, w, 3), "w_qkv"),
         ("heads = 0", lambda: project_qkv(h, w, 0), "heads"),
     ):
-        ok, msg, _ = _raises(fn, "project_qkv", word)
-        check(ok, "11.8", f"{what}: raise OpError('project_qkv', ...) naming {word}", got=msg)
+        ok, msg, raised = _raises(fn, "project_qkv", word)
+        check(ok, "11.8", f"{what}: raise OpError('project_qkv', ...) naming {word}", got=msg,
+              value=text(raised))  # fmt: skip
 
 
 # ---------------------------------------------------------------- 11.9 gpt_forward
@@ -147,7 +148,8 @@ def test_gpt_forward_is_causal():
     later[:, :, 5:] = (later[:, :, 5:] + 1) % 7
     got = model(t(later), t(pos)).numpy()
     check(np.array_equal(got[:, :, :5], base[:, :, :5]), "11.9",
-          "changing tokens 5..7 changed the logits of positions 0..4")  # fmt: skip
+          "changing tokens 5..7 changed the logits of positions 0..4",
+          value=got[:, :, :5])  # fmt: skip
     check(not np.allclose(got[:, :, 5:], base[:, :, 5:]), "11.9",
           "changing tokens 5..7 must change their own logits")  # fmt: skip
 
@@ -167,8 +169,9 @@ def test_gpt_forward_errors():
             "pos",
         ),
     ):
-        ok, msg, _ = _raises(fn, "TinyGPT", word)
-        check(ok, "11.9", f"{what}: raise OpError('TinyGPT', ...) naming {word}", got=msg)
+        ok, msg, raised = _raises(fn, "TinyGPT", word)
+        check(ok, "11.9", f"{what}: raise OpError('TinyGPT', ...) naming {word}", got=msg,
+              value=text(raised))  # fmt: skip
 
 
 # ---------------------------------------------------------------- 11.10 lm_loss
@@ -247,5 +250,6 @@ def test_lm_loss_errors():
         ("float targets", lambda: lm_loss(lg, t(np.zeros((2, 1, 3, 1))), mk), "targets"),
         ("target 4 of 4 tokens", lambda: lm_loss(lg, t(np.full((2, 1, 3, 1), 4)), mk), "targets"),
     ):
-        ok, msg, _ = _raises(fn, "lm_loss", word)
-        check(ok, "11.10", f"{what}: raise OpError('lm_loss', ...) naming {word}", got=msg)
+        ok, msg, raised = _raises(fn, "lm_loss", word)
+        check(ok, "11.10", f"{what}: raise OpError('lm_loss', ...) naming {word}", got=msg,
+              value=text(raised))  # fmt: skip
