@@ -33,7 +33,10 @@ def _run(name, mode):
 def test_compiled_step_on_cuda_fewer_launches_and_no_more_device_memory(name):
     eager_losses, eager_launches, eager_mem, _ = _run(name, None)
     losses, launches, mem, step = _run(name, "default")
-    assert losses == eager_losses
+    # the first step bit for bit; Adam's second may differ in the last bits (the compiled
+    # plan sums the three slices' gradients of the fused q/k/v in another order)
+    assert losses[0] == eager_losses[0]
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
     assert launches < eager_launches
     assert 0 < mem.device.peak <= eager_mem.device.peak
     runner = step.last.compiled.runner

@@ -156,13 +156,17 @@ def _on_cuda(q, k, v, keep, causal):
 
 
 @graded("11.20", points=2)
-@settings(max_examples=6)
-@given(problem=problems(max_t=9, max_b=3))
-def test_flash_kernel_equal_attention(problem, request):
+def test_flash_kernel_equal_attention(request):
     """contract: Return the body of a tiled attention kernel
     contract: Same arrays and the same result as :func:`flash_rows`"""
-    if rerun_on_simulator(request) is not None:
+    if rerun_on_simulator(request) is not None:  # before the examples: one child for all
         return
+    _kernel_examples()
+
+
+@settings(max_examples=6)
+@given(problem=problems(max_t=9, max_b=3))
+def _kernel_examples(problem):
     b, tq, tk, d, dv, causal, seed, masked = problem
     rng = np.random.default_rng(seed)
     q, k, v = _arrays(rng, (b,), tq, tk, d, dv)
