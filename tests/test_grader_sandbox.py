@@ -148,11 +148,15 @@ def test_a_graded_exercises_helpers_cannot_be_imported_in_its_tree(tmp_path):
     sandbox.remove_tree(codegen)
 
 
-def test_only_8_4_and_8_5_share_an_answers_helper():
-    """Which references go with another exercise's answer (the report names them)."""
+def test_only_these_pairs_share_an_answers_helper():
+    """Which references go with another exercise's answer (the report names them). None of
+    these pairs' graded tests calls the other exercise of its pair: 8.4/8.5 (one planner),
+    11.11/11.12 (a finiteness check), 11.17/11.18 (one merge), 12.3/12.5 (the flat buffer)."""
     names = sandbox.Withheld.names_of()
     shared = {i: sandbox.shared_with(i, names) for _, i in names}
-    assert {i: s for i, s in shared.items() if s} == {"8.4": {"8.5"}, "8.5": {"8.4"}}
+    pairs = [("8.4", "8.5"), ("11.11", "11.12"), ("11.17", "11.18"), ("12.3", "12.5")]
+    want = {a: {b} for a, b in pairs} | {b: {a} for a, b in pairs}
+    assert {i: s for i, s in shared.items() if s} == want
 
 
 def test_no_grading_tree_holds_the_answer_it_grades(tmp_path):
