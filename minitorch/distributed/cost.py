@@ -40,7 +40,8 @@ def allreduce_time(
     Returns the modelled time as a float. One rank (``p == 1``) or an empty buffer (``nbytes == 0``) sends
     nothing and costs ``0.0``. Raises ``OpError("allreduce_time", ...)`` naming the
     argument for an unknown ``algorithm``, ``nbytes < 0``, ``p`` that is not an int of
-    at least 1 (a bool is not), ``latency < 0`` or ``bandwidth <= 0``.
+    at least 1 (a bool is not), ``latency < 0`` or ``bandwidth <= 0``. The error's problem
+    shows the value that was given (``p=2.0``), and its hint says what would work.
 
     Example:
         >>> allreduce_time("ring", 4e6, 4, 1e-5, 1e9)   # 6 rounds of 1 MB

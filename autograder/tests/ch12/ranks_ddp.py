@@ -109,12 +109,14 @@ def train(comm, how: str, impl: tuple | None, cases: list) -> list[dict]:
                     opt.zero_grad()
                     loss = F.cross_entropy(model(minitorch.tensor(x[s])), minitorch.tensor(y[s]))
                     loss = loss * shard_scale(N, comm.rank, comm.size)
-                    per, reverse = case
-                    buckets = _chunks(used, per)[:: -1 if reverse else 1] + [[len(params) - 1]]
-                    if per == 1:  # every bucket completes during backward
-                        buckets = _chunks(used, per)
-                    elif not reverse:  # the unused parameter shares the last bucket
-                        buckets = _chunks(used + [len(params) - 1], per)
+                    per, layout = case
+                    unused = [len(params) - 1]
+                    buckets = {
+                        "ready": _chunks(used + unused, per),  # unused shares the last bucket
+                        "no unused": _chunks(used, per),  # every bucket completes in backward
+                        "reversed": _chunks(used, per)[::-1] + [unused],
+                        "unused first": [unused] + _chunks(used, per),  # all left for finish
+                    }[layout]
                 start = len(c.log)
                 finish = fn(c, params, buckets)
                 seen = []  # after each gradient's hook: allreduces posted so far this step

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 
 import numpy as np
 
@@ -237,41 +238,52 @@ def test_allreduce_time_nothing_to_send_costs_zero():
           "one byte on two ranks pays the latency of both rounds", value=True)  # fmt: skip
 
 
-def _refused(args, arg) -> str | None:
-    """What went wrong when ``allreduce_time(*args)`` should refuse ``arg``; None if it did."""
+ARGS = ("algorithm", "nbytes", "p", "latency", "bandwidth")
+BAD = [  # (arguments, the one to refuse)
+    (("butterfly", 8, 2, 1e-5, 1e9), "algorithm"),
+    (("Ring", 8, 2, 1e-5, 1e9), "algorithm"),
+    (("ring", -1, 2, 1e-5, 1e9), "nbytes"),
+    (("tree", -1, 1, 1e-5, 1e9), "nbytes"),  # checked before one rank returns 0.0
+    (("ring", 8, 0, 1e-5, 1e9), "p"),
+    (("ring", 8, 2.0, 1e-5, 1e9), "p"),
+    (("ring", 8, True, 1e-5, 1e9), "p"),
+    (("naive", 0, -3, 1e-5, 1e9), "p"),  # checked before an empty buffer returns 0.0
+    (("ring", 8, 2, -1e-9, 1e9), "latency"),
+    (("ring", 8, 2, 1e-5, 0.0), "bandwidth"),
+    (("ring", 0, 2, 1e-5, -1.0), "bandwidth"),
+]
+
+
+def _raised(args) -> OpError | str:
+    """The OpError ``allreduce_time(*args)`` raised, or in words what it did instead."""
     try:
         allreduce_time(*args)
     except OpError as e:
-        if e.op != "allreduce_time":
-            return f"OpError names op {e.op!r}"
-        if not e.hint:
-            return "OpError without a hint of what would work"
-        if arg not in str(e).replace("=", " ").split():
-            return f"OpError does not name the argument {arg}: {e}"
-        return None
+        return e if e.op == "allreduce_time" else f"OpError names op {e.op!r}"
     except Exception as e:  # noqa: BLE001 - the learner's error, reported
         return f"raised {type(e).__name__}: {e}"
     return "returned instead of raising"
 
 
+def _refused(args, arg) -> str | None:
+    """What went wrong when ``allreduce_time(*args)`` should refuse ``arg``; None if it did."""
+    e = _raised(args)
+    if isinstance(e, str):
+        return e
+    if not e.hint:
+        return "OpError without a hint of what would work"
+    if arg not in str(e).replace("=", " ").split():
+        return f"OpError does not name the argument {arg}: {e}"
+    return None
+
+
 @graded("12.7", points=2)
 def test_allreduce_time_refuses_bad_arguments():
-    """contract: Raises ``OpError("allreduce_time", ...)`` naming the argument for an unknown ``algorithm``, ``nbytes < 0``, ``p`` that is not an int of at least 1 (a bool is not), ``latency < 0`` or ``bandwidth <= 0``"""
+    """contract: Raises ``OpError("allreduce_time", ...)`` naming the argument for an unknown ``algorithm``, ``nbytes < 0``, ``p`` that is not an int of at least 1 (a bool is not), ``latency < 0`` or ``bandwidth <= 0``
+    contract: its hint says what would work
+    """
     good = ("ring", 8, 2, 1e-5, 1e9)
-    bad = [
-        (("butterfly", 8, 2, 1e-5, 1e9), "algorithm"),
-        (("Ring", 8, 2, 1e-5, 1e9), "algorithm"),
-        (("ring", -1, 2, 1e-5, 1e9), "nbytes"),
-        (("tree", -1, 1, 1e-5, 1e9), "nbytes"),  # checked before one rank returns 0.0
-        (("ring", 8, 0, 1e-5, 1e9), "p"),
-        (("ring", 8, 2.0, 1e-5, 1e9), "p"),
-        (("ring", 8, True, 1e-5, 1e9), "p"),
-        (("naive", 0, -3, 1e-5, 1e9), "p"),  # checked before an empty buffer returns 0.0
-        (("ring", 8, 2, -1e-9, 1e9), "latency"),
-        (("ring", 8, 2, 1e-5, 0.0), "bandwidth"),
-        (("ring", 0, 2, 1e-5, -1.0), "bandwidth"),
-    ]
-    wrong = {f"{args}": why for args, arg in bad if (why := _refused(args, arg))}
+    wrong = {f"{args}": why for args, arg in BAD if (why := _refused(args, arg))}
     check(not wrong, "12.7", "refuse each bad argument with OpError('allreduce_time', ...) "
           "naming it and saying what would work", wrong=wrong)  # fmt: skip
     # at the boundaries: a zero latency and the smallest bandwidth are allowed
@@ -281,6 +293,25 @@ def test_allreduce_time_refuses_bad_arguments():
           "a zero latency and any positive bandwidth are allowed", value=ok)  # fmt: skip
 
 
+def _shows(problem: str, value) -> bool:
+    """``value`` written in ``problem`` as str or repr, not as part of a longer number or word
+    (the 0 of ``p=0`` is not the 0 of ``10``)."""
+    return any(re.search(rf"(?<![\w.]){re.escape(v)}(?!\w|\.\d)", problem)
+               for v in {str(value), repr(value)})  # fmt: skip
+
+
+@graded("12.7", points=1)
+def test_allreduce_time_errors_show_the_value_given():
+    """contract: The error's problem shows the value that was given"""
+    wrong = {}
+    for args, arg in BAD:
+        e, value = _raised(args), args[ARGS.index(arg)]
+        if isinstance(e, str) or not _shows(e.problem or "", value):
+            wrong[f"{args}"] = e if isinstance(e, str) else f"{arg}={value!r} not in {e.problem!r}"
+    check(not wrong, "12.7", "the problem of each refusal shows the value it refused",
+          wrong=wrong)  # fmt: skip
+
+
 # ---------------------------------------------------------------- 12.8 the bucket choice
 
 EXTRA = {  # edge cases, checked for validity only
@@ -288,6 +319,9 @@ EXTRA = {  # edge cases, checked for validity only
     "one gradient": ([4096], [1e-3], LinkModel(4, 1e-4, 1e9)),
     "all ready at once": ([64] * 5, [2e-3] * 5, LinkModel(4, 1e-3, 1e6)),
     "empty gradients": ([0, 16, 0, 0, 8], [0.0, 1e-4, 1e-4, 2e-4, 3e-4], LinkModel(3, 1e-5, 1e8)),
+    # every reduce takes inf seconds (12.7 allows any positive bandwidth): no bucketing is
+    # faster than another, and a choice must still come back
+    "a network too slow for a float": ([8, 8, 16], [0.0, 1e-3, 1e-3], LinkModel(2, 1e-4, 5e-324)),
 }
 
 

@@ -159,11 +159,12 @@ def test_buckets_name_a_bad_limit_or_order():
 # ---------------------------------------------------------------- 12.5
 
 CASES = (
-    (1, False),
-    (2, False),
-    (100, False),
-    (2, True),
-)  # (parameters per bucket, listed reversed); per 1: the unused parameter in no bucket
+    (1, "no unused"),
+    (2, "ready"),
+    (100, "ready"),
+    (2, "reversed"),
+    (2, "unused first"),
+)  # (parameters per bucket, how the buckets are listed: ranks_ddp.train)
 
 
 def _bucket_runs(n):
@@ -172,8 +173,9 @@ def _bucket_runs(n):
 
 @graded("12.5", points=3)
 def test_bucketed_training_equals_one_process():
-    """Two and four ranks, buckets of 1, 2 and every parameter, and buckets listed against
-    backward's order: the same losses and parameters as one process on the whole batch.
+    """Two and four ranks, buckets of 1, 2 and every parameter, buckets listed against
+    backward's order, and all of them behind the bucket of a parameter no loss uses (every one
+    left for finish): the same losses and parameters as one process on the whole batch.
 
     contract: The result equals ``average_gradients``
     contract: a gradient that never came counts as zeros
@@ -184,8 +186,8 @@ def test_bucketed_training_equals_one_process():
         out = _bucket_runs(n)
         for c, case in enumerate(CASES):
             _equal_to_one_process("12.5", [o[c] for o in out], f"{n} ranks, buckets {case}")
-            check(case[0] == 1 or all(o[c]["unused"] == [0.0, 0.0] for o in out), "12.5",
-                  "the parameter no loss uses should end with a zero .grad",
+            zero = case[1] == "no unused" or all(o[c]["unused"] == [0.0, 0.0] for o in out)
+            check(zero, "12.5", "the parameter no loss uses should end with a zero .grad",
                   got=[o[c]["unused"] for o in out], case=case)  # fmt: skip
 
 
@@ -193,7 +195,8 @@ def test_bucketed_training_equals_one_process():
 def test_each_bucket_is_posted_as_soon_as_it_is_ready():
     """Read from the message log, not the clock: after the hook of a bucket's last gradient,
     that bucket and every one before it have been posted, no later one; one message each, of
-    the bucket's bytes; a bucket listed before one that is ready holds it back.
+    the bucket's bytes; a bucket listed before one that is ready holds it back, and finish
+    posts every bucket still held.
 
     contract: once a bucket's last gradient is ready
     contract: start its non-blocking all-reduce
