@@ -105,3 +105,15 @@ def test_step_flops_counts_the_traced_matmuls(data):
             a, b = (x.spec.shape for x in n.inputs)
             flops += 2 * int(np.prod(n.spec.shape)) * a[-1]
     assert 3 * flops == step_flops(width, layers, tok.vocab, context, batch)
+
+
+def test_the_budget_table_rewards_choosing():
+    """11.14's frozen table: no candidate picked at every budget reaches the top tier (a mean
+    gap of 0.03 nats to each budget's best), so the outcome tests grade a choice, not a guess."""
+    from autograder.tests.ch11 import budget_table as table
+
+    loss = {(b, w, n): v for b, w, n, _, v in table.ROWS}
+    best = {b: min(v for (bb, _, _), v in loss.items() if bb == b) for b in table.BUDGETS}
+    for c in table.CANDIDATES:
+        gaps = [loss[(b, *c)] - best[b] for b in table.BUDGETS]
+        assert sum(gaps) / len(gaps) > 0.03, c
