@@ -189,3 +189,11 @@ def choose_config_no_error(budget, candidates, step_flops):
     if not _affordable(budget, candidates, step_flops):
         return min(candidates, key=lambda c: step_flops(*c))
     return ref.choose_config(budget, candidates, step_flops)
+
+
+@mutant("11.14", "always the smallest model: the most steps, whatever the budget")
+def choose_config_smallest(budget, candidates, step_flops):
+    ok = _affordable(budget, candidates, step_flops)
+    if not ok:
+        raise OpError("choose_config", f"budget={budget} affords no step", hint="a larger budget")
+    return min(ok, key=lambda c: step_flops(*c))
