@@ -635,20 +635,28 @@ def make_kernel(node: Node, backend: str | None = None) -> Callable:
     kind = node.attrs.get("kind", "elementwise")
     sub = _sub(node)
     # a transcendental of one-element inputs (Adam's beta ** t) is one call: the loop hoists it
-    slow = sorted(
-        {
-            n.op
-            for n in sub.ops
-            if get_op(n.op).transcendental and any(i.spec.size > 1 for i in n.inputs)
-        }
-    )
+    slow_nodes = [
+        n
+        for n in sub.ops
+        if get_op(n.op).transcendental and any(i.spec.size > 1 for i in n.inputs)
+    ]
     if node.attrs.get("fast_math") and vecmath.usable(sub):  # vecmath.py: exp, tanh, sigmoid
-        slow = [op for op in slow if not get_op(op).vector]
+        slow_nodes = [n for n in slow_nodes if not get_op(n.op).vector]
+    slow = sorted({n.op for n in slow_nodes})
+    missing = capability.missing(CODEGEN)
     if slow:
         reason = f"cost model: {', '.join(slow)} in Numba is a scalar libm call, numpy's is SIMD"
+        if kind != "reduce" and not missing:  # numpy for those ops, generated loops between
+            from .split import SplitKernel
+
+            try:
+                k = SplitKernel(node, slow_nodes, backend, reason)
+                DECISIONS[id(node)] = [node, f"split ({reason}): generated loops around numpy", []]
+                return k
+            except Refuse as e:
+                reason += f"; not split: {e}"
         DECISIONS[id(node)] = [node, f"numpy ({reason})", []]
         return numpy_kernel(node, reason)
-    missing = capability.missing(CODEGEN)
     if missing:  # the code generator's exercises are not written yet: numpy runs the group
         why = f"exercise {', '.join(missing)} not done yet"
         DECISIONS[id(node)] = [node, f"numpy ({why})", []]

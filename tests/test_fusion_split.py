@@ -1,0 +1,92 @@
+"""Fused groups holding exp/log/tanh/sigmoid/pow (``fusion/split.py``): numpy runs those ops,
+generated loops run the rest, and the result is eager's bit for bit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import minitorch as mt
+from minitorch.fusion import runtime
+from minitorch.fusion.split import SplitKernel
+from minitorch.passes import CompileOptions
+
+FUSE = CompileOptions(fuse=True)
+C = math.sqrt(2 / math.pi)
+
+
+@pytest.fixture(autouse=True)
+def reference(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINITORCH_CACHE_DIR", str(tmp_path / "cache"))
+    mode = mt.get_mode()
+    mt.exercises._set("reference", None)
+    yield
+    mt.exercises._set(*mode) if isinstance(mode, tuple) else mt.exercises._set(mode, None)
+
+
+def _gelu_backward(x, w, b):  # the shape of GELU's backward after its matmul
+    t = ((x + x * x * x * 0.044715) * C).tanh()
+    return (x @ w) * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * ((x * x * 0.134145 + 1.0) * C))
+
+
+PROGRAMS = {
+    "gelu backward (epilogue)": (_gelu_backward, 3),
+    "exp then tanh": (lambda x, w, b: (x.exp() * 0.5).tanh() + x, 4),
+    "three slow ops": (lambda x, w, b: ((x * 2.0).tanh() * b).exp() - (x - 1.0).sigmoid(), 7),
+    "slow op last": (lambda x, w, b: (x * b + 1.0).tanh(), 2),
+    "one argument, two slow ops": (lambda x, w, b: (x * b).tanh() + (x * b).exp(), 5),
+    "broadcast pow": (lambda x, w, b: (x.abs() + 1.0) ** b * x, 3),
+}
+
+
+def _fused(jf, *args):
+    graph = jf.trace(*args).compile(options=FUSE).graph
+    nodes = [n for n in graph.nodes if n.op == "fused"]
+    assert len(nodes) == 1, nodes
+    return nodes[0], runtime.make_kernel(nodes[0]), graph
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_split_groups_give_eagers_bits(name, dtype):
+    f, stages = PROGRAMS[name]
+    rng = np.random.default_rng(0)
+    x, w, b = (mt.tensor(rng.standard_normal(s).astype(dtype)) for s in ((6, 16), (16, 16), (16,)))
+    jf = mt.jit(f, options=FUSE)
+    got, want = jf(x, w, b).numpy(), f(x, w, b).numpy()
+    assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+    node, k, graph = _fused(jf, x, w, b)
+    assert isinstance(k, SplitKernel), runtime.DECISIONS[id(node)][1]
+    assert "split (cost model" in runtime.DECISIONS[id(node)][1]
+    # each slow op's argument is one loop, the op one numpy call, the value one last loop
+    assert len(k.stages) == stages, [s[0].op for s in k.stages]
+    dest = np.full(node.spec.size, np.nan, node.spec.dtype)  # a place in an arena
+    args = dict(zip(graph.inputs, (x, w, b)))
+    datas = [(i.value if i.op == "const" else args[i])._data for i in node.inputs]
+    r = k(*datas, out=node.spec, dest=dest)
+    assert r.storage is dest and np.array_equal(dest.reshape(want.shape), want, equal_nan=True)
+
+
+def test_a_slow_op_of_an_integer_runs_the_backends_kernel_and_casts_as_eager():
+    def f(i, y):
+        return (i * 3).exp() * y + 1.0
+
+    i = mt.tensor(np.arange(-4, 8, dtype=np.int64).reshape(3, 4))
+    y = mt.tensor(np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4))
+    jf = mt.jit(f, options=FUSE)
+    assert np.array_equal(jf(i, y).numpy(), f(i, y).numpy())
+    assert isinstance(_fused(jf, i, y)[1], SplitKernel)
+
+
+def test_a_slow_op_of_a_view_stays_on_numpy_and_says_why():
+    def f(x):
+        return x.T.tanh() * 2.0
+
+    x = mt.tensor(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4))
+    jf = mt.jit(f, options=FUSE)
+    assert np.array_equal(jf(x).numpy(), f(x).numpy())
+    node, k, _ = _fused(jf, x)
+    assert not isinstance(k, SplitKernel)
+    assert "not split" in runtime.DECISIONS[id(node)][1]
