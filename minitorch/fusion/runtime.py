@@ -636,9 +636,7 @@ def make_kernel(node: Node, backend: str | None = None) -> Callable:
     sub = _sub(node)
     # a transcendental of one-element inputs (Adam's beta ** t) is one call: the loop hoists it
     slow_nodes = [
-        n
-        for n in sub.ops
-        if get_op(n.op).transcendental and any(i.spec.size > 1 for i in n.inputs)
+        n for n in sub.ops if get_op(n.op).transcendental and any(i.spec.size > 1 for i in n.inputs)
     ]
     if node.attrs.get("fast_math") and vecmath.usable(sub):  # vecmath.py: exp, tanh, sigmoid
         slow_nodes = [n for n in slow_nodes if not get_op(n.op).vector]
