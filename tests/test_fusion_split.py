@@ -31,12 +31,19 @@ def _gelu_backward(x, w, b):  # the shape of GELU's backward after its matmul
     return (x @ w) * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * ((x * x * 0.134145 + 1.0) * C))
 
 
-PROGRAMS = {
+PROGRAMS = {  # name: (program, how many passes it runs in)
     "gelu backward (epilogue)": (_gelu_backward, 3),
-    "exp then tanh": (lambda x, w, b: (x.exp() * 0.5).tanh() + x, 4),
-    "three slow ops": (lambda x, w, b: ((x * 2.0).tanh() * b).exp() - (x - 1.0).sigmoid(), 7),
+    "exp then tanh": (lambda x, w, b: ((x * 0.5 + 1.0).exp() * 0.25 - 0.5).tanh() * x + b, 5),
+    "three slow ops": (
+        lambda x, w, b: ((x * 2.0 - 1.0).tanh() * b + 0.5).exp() * x
+        - ((x - 1.0) * 0.5).sigmoid() * 3.0,
+        7,
+    ),
     "slow op last": (lambda x, w, b: (x * b + 1.0).tanh(), 2),
-    "one argument, two slow ops": (lambda x, w, b: (x * b).tanh() + (x * b).exp(), 5),
+    "one argument, two slow ops": (
+        lambda x, w, b: (x * b + 1.0).tanh() * 2.0 + (x * b + 1.0).exp() * 0.5,
+        5,
+    ),
     "broadcast pow": (lambda x, w, b: (x.abs() + 1.0) ** b * x, 3),
 }
 
@@ -61,6 +68,7 @@ def test_split_groups_give_eagers_bits(name, dtype):
     assert isinstance(k, SplitKernel), runtime.DECISIONS[id(node)][1]
     assert "split (cost model" in runtime.DECISIONS[id(node)][1]
     # each slow op's argument is one loop, the op one numpy call, the value one last loop
+    # (fewer passes than ops: else the group runs op by op)
     assert len(k.stages) == stages, [s[0].op for s in k.stages]
     dest = np.full(node.spec.size, np.nan, node.spec.dtype)  # a place in an arena
     args = dict(zip(graph.inputs, (x, w, b)))
@@ -90,3 +98,25 @@ def test_a_slow_op_of_a_view_stays_on_numpy_and_says_why():
     node, k, _ = _fused(jf, x)
     assert not isinstance(k, SplitKernel)
     assert "not split" in runtime.DECISIONS[id(node)][1]
+
+
+def test_a_split_with_no_fewer_passes_than_ops_stays_on_numpy():
+    def f(x):
+        return (x.exp() * 0.5).tanh() + x  # 4 ops; split: exp, a loop, tanh, a loop
+
+    x = mt.tensor(np.linspace(-2, 2, 12, dtype=np.float32))
+    jf = mt.jit(f, options=FUSE)
+    assert np.array_equal(jf(x).numpy(), f(x).numpy())
+    node, k, _ = _fused(jf, x)
+    assert not isinstance(k, SplitKernel)
+    assert "4 passes over memory, no fewer than 4 ops" in runtime.DECISIONS[id(node)][1]
+
+
+def test_buffers_of_one_call_serve_the_next_and_results_are_never_shared():
+    x = mt.tensor(np.linspace(-2, 2, 64, dtype=np.float32).reshape(4, 16))
+    w = mt.tensor(np.eye(16, dtype=np.float32))
+    jf = mt.jit(lambda x, w: _gelu_backward(x, w, None), options=FUSE)
+    first, second = jf(x, w), jf(x, w)
+    want = _gelu_backward(x, w, None).numpy()
+    assert np.array_equal(first.numpy(), want) and np.array_equal(second.numpy(), want)
+    assert not np.shares_memory(first._data.storage, second._data.storage)

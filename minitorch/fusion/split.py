@@ -62,13 +62,14 @@ class SplitKernel:
         self.node, self.sub, self.reason = node, sub, reason
         self.__name__ = node.attrs.get("name", "fused")
         attrs = {k: v for k, v in node.attrs.items() if k == "fast_math"}
-        leaves, self.anchor = set(sub.inputs), None
+        leaves, self.anchor, self.spare = set(sub.inputs), None, []
         if node.attrs.get("kind") == "epilogue":
             anchors = [n for n in sub.ops if get_op(n.op).kind == OpKind.ANCHOR]
             if len(anchors) != 1 or any(i.op != "input" for i in anchors[0].inputs):
                 raise Refuse("an epilogue group holds one anchor fed by the group's inputs")
             self.anchor = a = anchors[0]
             self.anchor_kernel = kernel_for(backend)(a)
+            self.anchor_writes_into = getattr(self.anchor_kernel, "writes_into", False)
             leaves.add(a)
         self.stages = []  # (node, loop kernel and the leaves it reads) or (node, numpy kernel)
         for k, t in enumerate(slow):
@@ -83,42 +84,66 @@ class SplitKernel:
         out = sub.outputs[0]
         if out not in leaves:
             self.stages.append((out, *_piece(out, leaves, f"{self.__name__}_out", attrs)))
+        ops = [n for n in sub.ops if get_op(n.op).kind not in (OpKind.VIEW, OpKind.ANCHOR)]
+        if len(self.stages) >= len(ops):  # numpy's ufuncs are faster than Numba's simple loops
+            raise Refuse(f"{len(self.stages)} passes over memory, no fewer than {len(ops)} ops")
+        # buffers are reused once their value is dead: a ufunc may write over an argument
+        # that dies at it (numpy handles the overlap); a loop writes into a buffer no
+        # argument of it lives in (LLVM does not vectorise a loop whose output aliases an input)
+        reads = [r if r is not None else [i for i in n.inputs if i.op != "const"]
+                 for n, _, r in self.stages]  # fmt: skip
+        last = {i: j for j, r in enumerate(reads) for i in r}
+        self.dead = [[i for i in dict.fromkeys(r) if last[i] == j] for j, r in enumerate(reads)]
+
+    @staticmethod
+    def _place(pool: list, spec):
+        """A buffer of ``pool`` for a result of ``spec`` (taken out of it), or None."""
+        dtype = np.dtype(spec.dtype)
+        for k, b in enumerate(pool):
+            if b.size == spec.size and b.dtype == dtype:
+                return pool.pop(k)
+        return None
 
     def __call__(self, *inputs, out, dest=None, **attrs):
         sub, spec = self.sub, self.node.spec
         env = dict(zip(sub.inputs, inputs))
         env.update((c, c.value._data) for c in sub.constants)
-        scratch = set()  # a slow op's argument: it dies at that op, which may write over it
+        # values in buffers this call made; buffers free again, first those the last call
+        # left (a fresh large array costs a page fault per 4 KiB on first touch)
+        ours, pool, self.spare = set(), self.spare, []
         if self.anchor is not None:
             a = self.anchor
-            r = self.anchor_kernel(*(env[i] for i in a.inputs), out=a.spec, **a.attrs)
+            into = self._place(pool, a.spec) if self.anchor_writes_into else None
+            kw = {} if into is None else {"dest": into}
+            r = self.anchor_kernel(*(env[i] for i in a.inputs), out=a.spec, **a.attrs, **kw)
             if not (_c_contiguous(r) and r.offset == 0 and r.storage.size == r.size):
                 r = TensorData.from_numpy(np.ascontiguousarray(r.as_numpy_view()))
             env[a] = r
-        last = len(self.stages) - 1
+            if not any(r.storage is d.storage for d in inputs):
+                ours.add(a)
+        final = len(self.stages) - 1
         for j, (n, kernel, reads) in enumerate(self.stages):
+            size, dtype = n.spec.size, np.dtype(n.spec.dtype)
+            target = dest if j == final and dest is not None else self._place(pool, n.spec)
+            dying = [i for i in self.dead[j] if i in ours]
             if reads is not None:  # a generated loop
-                target = dest if j == last else None
-                if target is None and j == last and self.anchor is not None:
-                    r = env[self.anchor]  # in place over the product, as the epilogue does
-                    target = r.storage if r.dtype == spec.dtype and r.shape == spec.shape else None
                 env[n] = kernel(*(env[i] for i in reads), out=n.spec, dest=target)
-                if j != last:
-                    scratch.add(n)
-            elif isinstance(kernel, np.ufunc):
+            elif isinstance(kernel, np.ufunc):  # same dtype in and out (checked when built)
+                if target is None:
+                    same = [i for i in dying if env[i].shape == n.spec.shape]
+                    target = env[same[0]].storage if same else np.empty(size, dtype)
                 args = [env[i].as_numpy_view() for i in n.inputs]
-                own = [i for i in n.inputs if i in scratch and env[i].shape == n.spec.shape]
-                if j == last and dest is not None:
-                    res = TensorData.contiguous(dest, n.spec.shape)
-                elif own:  # same dtype as the result: the ufunc computes in it
-                    res = env[own[0]]
-                else:
-                    res = TensorData.contiguous(np.empty(n.spec.size, n.spec.dtype), n.spec.shape)
-                kernel(*args, out=res.as_numpy_view())
-                env[n] = res
+                kernel(*args, out=target.reshape(n.spec.shape))
+                env[n] = TensorData.contiguous(target, n.spec.shape)
             else:
                 env[n] = kernel(*(env[i] for i in n.inputs), out=n.spec, **n.attrs)
+                if target is not None:
+                    pool.append(target)
+            if not any(env[n].storage is d.storage for d in inputs):
+                ours.add(n)
+            pool += [env[i].storage for i in dying if env[i].storage is not env[n].storage]
         res = env[sub.outputs[0]]
+        self.spare = [b for b in pool if b is not res.storage]
         if dest is not None and res.storage is not dest:
             np.copyto(dest.reshape(spec.shape), res.as_numpy_view(), casting="unsafe")
             return TensorData.contiguous(dest, spec.shape)
