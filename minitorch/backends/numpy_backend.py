@@ -305,7 +305,8 @@ def rows_matmul(a: np.ndarray, b: np.ndarray, out=None) -> np.ndarray:
     whose rows sit contiguously: numpy's matmul calls BLAS once per matrix of the stack
     (a (32, 64, 512) @ (512, 128) is 32 small GEMMs, 10-30% slower than one of 2048
     rows). Each row is the same dot products either way, so the bits are the same."""
-    if b.ndim == 2 and a.ndim > 2 and a.size and a.flags.c_contiguous and a.dtype == b.dtype:
+    stacked = a.ndim > 2 and a.size > a.shape[-2] * a.shape[-1]  # more than one matrix
+    if stacked and b.ndim == 2 and a.flags.c_contiguous and a.dtype == b.dtype:
         shape = a.shape[:-1] + b.shape[-1:]
         if out is None:
             return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(shape)
