@@ -120,3 +120,35 @@ def test_buffers_of_one_call_serve_the_next_and_results_are_never_shared():
     want = _gelu_backward(x, w, None).numpy()
     assert np.array_equal(first.numpy(), want) and np.array_equal(second.numpy(), want)
     assert not np.shares_memory(first._data.storage, second._data.storage)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_written_as_its_parts_splits_with_its_numpy_kernels_bits(dtype):
+    import minitorch.transformer  # noqa: F401  (registers gelu)
+
+    def f(x, w, b):
+        return mt.dispatch("gelu", x @ w + b) * 2.0
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 5, 16)).astype(dtype) * 4
+    x[0, 0, :4] = [np.inf, -np.inf, np.nan, 0.0]
+    x, w, b = mt.tensor(x), mt.tensor(rng.standard_normal((16, 8)).astype(dtype)), mt.tensor(
+        rng.standard_normal(8).astype(dtype)
+    )
+    jf = mt.jit(f, options=FUSE)
+    got, want = jf(x, w, b).numpy(), f(x, w, b).numpy()
+    assert np.array_equal(got, want, equal_nan=True)
+    node, k, _ = _fused(jf, x, w, b)
+    assert isinstance(k, SplitKernel), runtime.DECISIONS[id(node)][1]
+    assert "gelu" not in [n.op for n in k.sub.ops] and "tanh" in [n.op for n in k.sub.ops]
+
+
+def test_gelu_of_integers_keeps_its_kernel():
+    import minitorch.transformer  # noqa: F401
+
+    def f(i):
+        return mt.dispatch("gelu", i * 2) + 1.0
+
+    i = mt.tensor(np.arange(-3, 9, dtype=np.int64).reshape(3, 4))
+    jf = mt.jit(f, options=FUSE)
+    assert np.array_equal(jf(i).numpy(), f(i).numpy())

@@ -18,9 +18,55 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.registry import OpKind, get_op
+from ..core.tensor import Tensor
 from ..tensor.data import TensorData
 from ..tracing.graph import Graph, Node
 from .runtime import ElementwiseKernel, Refuse, _c_contiguous, _probe, _sub
+
+
+class _Emit:
+    """``OpDef.parts``' builder: ``emit(op, *inputs)`` adds a node, ``emit.const(v)`` a constant."""
+
+    def __init__(self, graph: Graph, dtype):
+        self.graph, self.dtype = graph, dtype
+
+    def __call__(self, op: str, *inputs: Node) -> Node:
+        spec = get_op(op).infer(*[i.spec for i in inputs])
+        return self.graph.add_node(op, list(inputs), {}, spec, "")
+
+    def const(self, value) -> Node:
+        return self.graph.add_const(Tensor(np.asarray(value, self.dtype)))
+
+
+def _expands(n: Node) -> bool:
+    dtype = np.dtype(n.spec.dtype)
+    return (
+        get_op(n.op).parts is not None
+        and dtype in (np.float32, np.float64)
+        and all(np.dtype(i.spec.dtype) == dtype for i in n.inputs)
+    )
+
+
+def written_out(node: Node) -> Node:
+    """Fused ``node`` with each op that has ``OpDef.parts`` (in float, as its numpy kernel
+    computes) written as those parts, same inputs and value; ``node`` when none has."""
+    sub = _sub(node)
+    if not any(_expands(n) for n in sub.ops):
+        return node
+    g = Graph(sub.name)
+    copies = {n: g.add_input(n.spec) for n in sub.inputs}
+    for n in sub.nodes:
+        if n in copies:
+            continue
+        if n.op == "const":
+            copies[n] = g.add_const(n.value)
+        elif _expands(n):
+            emit = _Emit(g, np.dtype(n.spec.dtype))
+            copies[n] = get_op(n.op).parts(emit, *[copies[i] for i in n.inputs])
+        else:
+            copies[n] = g.add_node(n.op, [copies[i] for i in n.inputs], n.attrs, n.spec, n.where)
+    g.set_outputs([copies[sub.outputs[0]]], ("leaf", 0))
+    return Node(node.name, "fused", node.inputs, {**node.attrs, "graph": g}, node.spec)
 
 
 def _piece(target: Node, leaves: set, name: str, attrs: dict) -> tuple[Node, list]:
