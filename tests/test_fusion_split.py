@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import minitorch as mt
-from minitorch.fusion import runtime
+from minitorch.fusion import runtime, split
 from minitorch.fusion.split import SplitKernel
 from minitorch.passes import CompileOptions
 
@@ -20,6 +20,7 @@ C = math.sqrt(2 / math.pi)
 @pytest.fixture(autouse=True)
 def reference(tmp_path, monkeypatch):
     monkeypatch.setenv("MINITORCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(split, "SPLIT_MIN", 0)  # small groups: the tests stay fast
     mode = mt.get_mode()
     mt.exercises._set("reference", None)
     yield
@@ -35,8 +36,9 @@ PROGRAMS = {  # name: (program, how many passes it runs in)
     "gelu backward (epilogue)": (_gelu_backward, 3),
     "exp then tanh": (lambda x, w, b: ((x * 0.5 + 1.0).exp() * 0.25 - 0.5).tanh() * x + b, 5),
     "three slow ops": (
-        lambda x, w, b: ((x * 2.0 - 1.0).tanh() * b + 0.5).exp() * x
-        - ((x - 1.0) * 0.5).sigmoid() * 3.0,
+        lambda x, w, b: (
+            ((x * 2.0 - 1.0).tanh() * b + 0.5).exp() * x - ((x - 1.0) * 0.5).sigmoid() * 3.0
+        ),
         7,
     ),
     "slow op last": (lambda x, w, b: (x * b + 1.0).tanh(), 2),
@@ -132,8 +134,10 @@ def test_gelu_written_as_its_parts_splits_with_its_numpy_kernels_bits(dtype):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 5, 16)).astype(dtype) * 4
     x[0, 0, :4] = [np.inf, -np.inf, np.nan, 0.0]
-    x, w, b = mt.tensor(x), mt.tensor(rng.standard_normal((16, 8)).astype(dtype)), mt.tensor(
-        rng.standard_normal(8).astype(dtype)
+    x, w, b = (
+        mt.tensor(x),
+        mt.tensor(rng.standard_normal((16, 8)).astype(dtype)),
+        mt.tensor(rng.standard_normal(8).astype(dtype)),
     )
     jf = mt.jit(f, options=FUSE)
     got, want = jf(x, w, b).numpy(), f(x, w, b).numpy()
@@ -152,3 +156,14 @@ def test_gelu_of_integers_keeps_its_kernel():
     i = mt.tensor(np.arange(-3, 9, dtype=np.int64).reshape(3, 4))
     jf = mt.jit(f, options=FUSE)
     assert np.array_equal(jf(i).numpy(), f(i).numpy())
+
+
+def test_a_group_smaller_than_split_min_stays_on_numpy(monkeypatch):
+    monkeypatch.setattr(split, "SPLIT_MIN", 97)
+    rng = np.random.default_rng(0)
+    x, w = (mt.tensor(rng.standard_normal(s).astype(np.float32)) for s in ((6, 16), (16, 16)))
+    jf = mt.jit(lambda x, w: _gelu_backward(x, w, None), options=FUSE)
+    assert np.array_equal(jf(x, w).numpy(), _gelu_backward(x, w, None).numpy())
+    node, k, _ = _fused(jf, x, w)
+    assert not isinstance(k, SplitKernel)
+    assert "96 elements, fewer than SPLIT_MIN = 97" in runtime.DECISIONS[id(node)][1]

@@ -69,6 +69,11 @@ def written_out(node: Node) -> Node:
     return Node(node.name, "fused", node.inputs, {**node.attrs, "graph": g}, node.spec)
 
 
+# below this many elements the loops' calls (argument checks in Numba's dispatcher) cost
+# more than the passes over memory they save: measured on GELU, equal at 4096 elements
+SPLIT_MIN = 1 << 13
+
+
 def _piece(target: Node, leaves: set, name: str, attrs: dict) -> tuple[Node, list]:
     """A fused node computing ``target`` from ``leaves`` (values already at hand),
     with copies of the ops between; and the leaves it reads, in its inputs' order."""
@@ -105,6 +110,8 @@ class SplitKernel:
         from ..passes.plan import kernel_for
 
         sub = _sub(node)
+        if node.spec.size < SPLIT_MIN:
+            raise Refuse(f"{node.spec.size} elements, fewer than SPLIT_MIN = {SPLIT_MIN}")
         self.node, self.sub, self.reason = node, sub, reason
         self.__name__ = node.attrs.get("name", "fused")
         attrs = {k: v for k, v in node.attrs.items() if k == "fast_math"}
