@@ -10,7 +10,9 @@ its destination. A GELU backward after its matmul (19 ops around one ``tanh``)
 is then three passes instead of nineteen. Each loop recomputes the cheap ops it
 needs from the group's inputs rather than reading another temporary. Every
 op is still computed in the group's dtype, in eager's order, so the result is
-eager's bit for bit.
+eager's bit for bit. An op with ``OpDef.parts`` (``gelu``) is first written out
+as those parts (:func:`written_out`), so its own ``tanh`` splits the same way.
+Small groups (``SPLIT_MIN``) and groups with no fewer passes than ops stay on numpy.
 """
 
 from __future__ import annotations
@@ -190,7 +192,7 @@ class SplitKernel:
                 env[n] = TensorData.contiguous(target, n.spec.shape)
             else:
                 env[n] = kernel(*(env[i] for i in n.inputs), out=n.spec, **n.attrs)
-                if target is not None:
+                if target is not None and target is not dest:  # it allocates: back to the pool
                     pool.append(target)
             if not any(env[n].storage is d.storage for d in inputs):
                 ours.add(n)
