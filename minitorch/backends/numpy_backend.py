@@ -41,7 +41,7 @@ def _apply(fn, arrays, out: Spec, cast: bool, dest=None, strides=None, **kw) -> 
         return _wrap(fn(*arrays, **kw), out, strides)
     target = dest.reshape(out.shape)
     same = all(getattr(a, "dtype", out.dtype) == out.dtype for a in arrays)
-    if isinstance(fn, np.ufunc) and same and not kw:
+    if (isinstance(fn, np.ufunc) or fn is rows_matmul) and same and not kw:
         fn(*arrays, out=target)
     elif kw and same and arrays[0].size:  # a reduction: numpy accumulates into ``out``
         fn(*arrays, out=target, **kw)
@@ -81,7 +81,7 @@ class NumpyBackend(Backend):
         if op.name == "relu" and op.kernels.get("numpy") is relu:
             fn, extra = np.maximum, (0,)
         elif op.name == "matmul" and op.kernels.get("numpy") is matmul:
-            fn, extra = np.matmul, ()
+            fn, extra = rows_matmul, ()
         elif fn is not None and op.kind in (OpKind.ELEMENTWISE, OpKind.BROADCAST):
             extra = ()
         elif fn is not None and op.kind is OpKind.REDUCE and out.device == "cpu":
@@ -197,7 +197,8 @@ def _binder(fn, extra, out: Spec, inputs: list, views: list, strides, reduce=Fal
         if not same and isinstance(fn, np.ufunc) and not reduce and dtype.kind != "f":
             probe = fn(*[np.zeros(1, s.dtype) for s in inputs], *extra)
             same = probe.dtype == dtype  # eq of two ints is bool: no cast either way
-        if not (same or into) or not (isinstance(fn, np.ufunc) or reduce or into):
+        takes_out = isinstance(fn, np.ufunc) or fn is rows_matmul  # fn(*arrays, out=)
+        if not (same or into) or not (takes_out or reduce or into):
             return None
         if dest is None:
 
@@ -299,6 +300,22 @@ def argmax(a, out, axis, keepdims):
     return _wrap(np.argmax(_np(a), axis=axis[0], keepdims=keepdims), out)
 
 
+def rows_matmul(a: np.ndarray, b: np.ndarray, out=None) -> np.ndarray:
+    """``np.matmul(a, b, out=out)``, as one GEMM when ``b`` is a matrix and ``a`` a stack
+    whose rows sit contiguously: numpy's matmul calls BLAS once per matrix of the stack
+    (a (32, 64, 512) @ (512, 128) is 32 small GEMMs, 10-30% slower than one of 2048
+    rows). Each row is the same dot products either way, so the bits are the same."""
+    stacked = a.ndim > 2 and a.size > a.shape[-2] * a.shape[-1]  # more than one matrix
+    if stacked and b.ndim == 2 and a.flags.c_contiguous and a.dtype == b.dtype:
+        shape = a.shape[:-1] + b.shape[-1:]
+        if out is None:
+            return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(shape)
+        if out.flags.c_contiguous and out.shape == shape and out.dtype == a.dtype:
+            np.matmul(a.reshape(-1, a.shape[-1]), b, out=out.reshape(-1, shape[-1]))
+            return out
+    return np.matmul(a, b, out=out)
+
+
 @register_kernel("matmul", "numpy")
 def matmul(a, b, out):
-    return _wrap(np.matmul(_np(a), _np(b)), out)
+    return _wrap(rows_matmul(_np(a), _np(b)), out)

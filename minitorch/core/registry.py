@@ -77,6 +77,9 @@ class OpDef:
     transcendental: bool = False  # chapter 7's cost model: a libm call per element in Numba
     identity: float | None = None  # a reduction's starting value (chapter 3's folds, chapter 7's)
     vector: str | None = None  # chapter 7: the float32 function in fusion/vecmath that vectorises
+    # chapter 7: the op's numpy kernel step by step as registry ops, parts(emit, *inputs) -> node
+    # (``emit(op, *inputs)``, ``emit.const(value)``), so fusion can split it (``fusion/split.py``)
+    parts: Callable | None = None
     pure: bool = True  # chapter 6: equal inputs give equal values and nothing else happens
     fusable: bool = True  # chapter 7: False keeps the op out of every fused loop body
     doc: str = ""

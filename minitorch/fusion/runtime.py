@@ -631,24 +631,32 @@ def _probe(k) -> None:
 
 def make_kernel(node: Node, backend: str | None = None) -> Callable:
     """The plan kernel of fused ``node`` on a CPU backend (advertises ``writes_into``)."""
+    from .split import SplitKernel, written_out  # split.py builds on this module
+
     name = node.attrs.get("name", "fused")
     kind = node.attrs.get("kind", "elementwise")
-    sub = _sub(node)
+    split = written_out(node)  # an op with parts (gelu) as those: a tanh between arithmetic
     # a transcendental of one-element inputs (Adam's beta ** t) is one call: the loop hoists it
-    slow = sorted(
-        {
-            n.op
-            for n in sub.ops
-            if get_op(n.op).transcendental and any(i.spec.size > 1 for i in n.inputs)
-        }
-    )
-    if node.attrs.get("fast_math") and vecmath.usable(sub):  # vecmath.py: exp, tanh, sigmoid
-        slow = [op for op in slow if not get_op(op).vector]
+    slow_nodes = [
+        n
+        for n in _sub(split).ops
+        if get_op(n.op).transcendental and any(i.spec.size > 1 for i in n.inputs)
+    ]
+    if node.attrs.get("fast_math") and vecmath.usable(_sub(split)):  # vecmath: exp, tanh, sigmoid
+        slow_nodes = [n for n in slow_nodes if not get_op(n.op).vector]
+    slow = sorted({n.op for n in slow_nodes})
+    missing = capability.missing(CODEGEN)
     if slow:
         reason = f"cost model: {', '.join(slow)} in Numba is a scalar libm call, numpy's is SIMD"
+        if kind != "reduce" and not missing:  # numpy for those ops, generated loops between
+            try:
+                k = SplitKernel(split, slow_nodes, backend, reason)
+                DECISIONS[id(node)] = [node, f"split ({reason}): generated loops around numpy", []]
+                return k
+            except Refuse as e:
+                reason += f"; not split: {e}"
         DECISIONS[id(node)] = [node, f"numpy ({reason})", []]
         return numpy_kernel(node, reason)
-    missing = capability.missing(CODEGEN)
     if missing:  # the code generator's exercises are not written yet: numpy runs the group
         why = f"exercise {', '.join(missing)} not done yet"
         DECISIONS[id(node)] = [node, f"numpy ({why})", []]
@@ -693,6 +701,12 @@ def explain_lines(nodes) -> list[str]:
 def group_source(node: Node) -> str:
     """The generated module of ``node`` for contiguous inputs (the dump's ``kernels/*.py``)."""
     k = make_kernel(node)
+    if hasattr(k, "stages"):  # split: numpy for the slow ops, these loops around them
+        head = f"# {node.attrs.get('name')}: {DECISIONS[id(node)][1]}\n"
+        return head + "\n".join(
+            f"# {n.op} by numpy\n" if reads is None else group_source(loop.node)
+            for n, loop, reads in k.stages
+        )
     if not isinstance(k, Generated):
         return f"# {node.attrs.get('name')}: runs op by op on numpy: {k.reason}\n"
     if isinstance(k, ReduceKernel):

@@ -347,7 +347,18 @@ def _gelu_infer(a: Spec) -> Spec:
     return Spec(a.shape, a.dtype if dt.is_float(a.dtype) else dt.float32, a.device)
 
 
-register_op("gelu", OpKind.ELEMENTWISE, 1, _gelu_infer, scalar=_gelu, onnx=onnx_emit.gelu)
+def _gelu_parts(emit, x):
+    """``gelu_numpy``'s steps as registry ops: fusion runs the arithmetic around the tanh as
+    generated loops (``fusion/split.py``), with the same bits."""
+    t = emit("mul", emit("mul", x, x), x)
+    t = emit("mul", emit("add", emit("mul", t, emit.const(0.044715)), x), emit.const(_C))
+    t = emit("add", emit("tanh", t), emit.const(1.0))
+    return emit("mul", t, emit("mul", x, emit.const(0.5)))
+
+
+register_op(
+    "gelu", OpKind.ELEMENTWISE, 1, _gelu_infer, scalar=_gelu, onnx=onnx_emit.gelu, parts=_gelu_parts
+)
 
 
 def gelu_ref(x: np.ndarray) -> np.ndarray:
