@@ -167,8 +167,11 @@ def adamw_step_correction_off_by_one(param, grad, m, v, t, lr, beta1, beta2, eps
 # ---------------------------------------------------------------- 11.14 choose_config (open)
 
 
-def _affordable(budget, candidates, step_flops):
-    return [c for c in candidates if step_flops(*c) <= budget]
+def _affordable(budget, candidates, step_flops, raises=False):
+    ok = [c for c in candidates if step_flops(*c) <= budget]
+    if raises and not ok:
+        raise OpError("choose_config", f"budget={budget} affords no step", hint="a larger budget")
+    return ok
 
 
 @mutant("11.14", "the largest candidate, whatever the budget affords")
@@ -178,9 +181,7 @@ def choose_config_largest(budget, candidates, step_flops):
 
 @mutant("11.14", "the largest candidate that affords one step: too few steps to learn")
 def choose_config_largest_affordable(budget, candidates, step_flops):
-    ok = _affordable(budget, candidates, step_flops)
-    if not ok:
-        raise OpError("choose_config", f"budget={budget} affords no step", hint="a larger budget")
+    ok = _affordable(budget, candidates, step_flops, raises=True)
     return max(ok, key=lambda c: step_flops(*c))
 
 
@@ -193,7 +194,5 @@ def choose_config_no_error(budget, candidates, step_flops):
 
 @mutant("11.14", "always the smallest model: the most steps, whatever the budget")
 def choose_config_smallest(budget, candidates, step_flops):
-    ok = _affordable(budget, candidates, step_flops)
-    if not ok:
-        raise OpError("choose_config", f"budget={budget} affords no step", hint="a larger budget")
+    ok = _affordable(budget, candidates, step_flops, raises=True)
     return min(ok, key=lambda c: step_flops(*c))
