@@ -159,10 +159,23 @@ def test_max_autotune_reads_its_choice_from_disk(tmp_path, monkeypatch):
     ((x, y),) = _data(n=1)
     f(x, y)
     cache = json.loads((tmp_path / "autotune.json").read_text())
+    assert cache.pop("kernels") == autotune.KERNELS  # choices of older kernels are dropped
     assert cache and all(v in ("blas", "numba") for v in cache.values())
     plan = next(iter(f.entries.values())).compiled.plan
     autotune.tune_plan(plan, measure=measure)
     assert calls == []  # every choice came from the file
+
+
+def test_max_autotune_drops_choices_timed_against_older_kernels(tmp_path):
+    from minitorch.compile import autotune
+
+    path = str(tmp_path / "autotune.json")
+    autotune.save_cache({"matmul|a": "numba"}, path)
+    assert autotune.load_cache(path) == {"matmul|a": "numba", "kernels": autotune.KERNELS}
+    (tmp_path / "autotune.json").write_text(json.dumps({"matmul|a": "numba"}))  # no version
+    assert autotune.load_cache(path) == {}
+    (tmp_path / "autotune.json").write_text(json.dumps({"matmul|a": "numba", "kernels": 1}))
+    assert autotune.load_cache(path) == {}
 
 
 def test_max_autotune_tunes_convolutions_and_pools_and_keeps_eagers_answer(tmp_path, monkeypatch):
@@ -195,6 +208,7 @@ def test_max_autotune_tunes_convolutions_and_pools_and_keeps_eagers_answer(tmp_p
     for g, w in zip(got_params, want_params):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
     cache = json.loads((tmp_path / "autotune.json").read_text())
+    del cache["kernels"]
     ops = {key.split("|")[0] for key in cache}
     assert {"conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad"} <= ops, cache
     conv = next(k for k in cache if k.startswith("conv2d_grad_input|"))

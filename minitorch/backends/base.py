@@ -43,8 +43,11 @@ class Backend:
     def prepare(self, op: OpDef, out, inputs: list) -> Callable | None:
         """For a compiled plan: ``op``'s kernel specialised to the result spec ``out`` and
         the input specs, taking ``dest=`` (a 1-D array to write into); None: use
-        :meth:`kernel` (chapter 8 copies an allocated result into its place)."""
-        return None
+        :meth:`kernel` (chapter 8 copies an allocated result into its place).
+
+        A kernel that knows how says so itself: ``kernel.prepare(out, inputs)``."""
+        prepare = getattr(self.kernel(op), "prepare", None)
+        return prepare(out, inputs) if prepare is not None else None
 
     # host <-> backend storage
     def from_numpy(self, array: np.ndarray) -> TensorData:

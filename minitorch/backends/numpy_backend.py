@@ -89,7 +89,7 @@ class NumpyBackend(Backend):
         elif op.name == "cast" and op.kernels.get("numpy") is cast:
             return _prepared_cast(out, inputs[0])
         else:
-            return None
+            return super().prepare(op, out, inputs)
         strides = tuple(strides_from_shape(out.shape))
         casts = _casts_first(op, out) and not extra  # relu's eager kernel does not cast
         views = [viewer(s) for s in inputs]
@@ -293,6 +293,75 @@ def cast(a, out, dtype):
 @register_kernel("where", "numpy")
 def where(c, a, b, out):
     return _wrap(np.where(_np(c), _np(a), _np(b)), out)
+
+
+def _where_into(target, c, a, b):
+    np.copyto(target, b)  # a selection: the same bits as ``np.where``, with no temporary
+    np.copyto(target, a, where=c)
+
+
+def _prepare_where(out: Spec, inputs: list) -> Callable | None:
+    c, a, b = inputs
+    if c.dtype != np.bool_ or not a.dtype == b.dtype == out.dtype:
+        return None  # numpy's promotion decides the result's dtype: keep ``np.where``
+    return prepared_kernel("where", out, inputs, _where_into, contiguous=False)
+
+
+where.prepare = _prepare_where
+
+
+def prepared_kernel(name: str, out: Spec, inputs: list, call: Callable, shapes=None,
+                    contiguous=True) -> Callable:  # fmt: skip
+    """A kernel of one plan step that writes its result into ``dest`` (chapter 8's arena)
+    through ``call(target, *arrays, **attrs)``, with ``target`` of ``out.shape``.
+
+    Each input is viewed as numpy once per call (``viewer``), made C-contiguous (when
+    ``contiguous``) and reshaped to ``shapes[k]``. ``kernel.bind(dest, fixed)`` does that
+    once for an input that sits in the same place on every call (and is contiguous
+    there), so a bound call is ``call`` and nothing else.
+    """
+    shapes = shapes or [s.shape for s in inputs]
+    strides, views = tuple(strides_from_shape(out.shape)), [viewer(s) for s in inputs]
+
+    def array(v, d, shape):
+        a = v(d)
+        return (np.ascontiguousarray(a) if contiguous else a).reshape(shape)
+
+    def kernel(*datas, out, dest=None, **attrs):
+        t = np.empty(out.size, out.dtype) if dest is None else dest
+        call(t.reshape(out.shape), *[array(*z) for z in zip(views, datas, shapes)], **attrs)
+        return TensorData(t, out.shape, strides, 0)
+
+    def bind(dest, fixed):
+        if dest is None:  # an output: the caller keeps it, so each call makes a new one
+            return None
+        target, result = dest.reshape(out.shape), TensorData(dest, out.shape, strides, 0)
+        held = []
+        for v, f, shape in zip(views, fixed, shapes):
+            a = None if f is None else array(v, f, shape)
+            held.append(a if a is not None and np.shares_memory(a, f.storage) else None)
+        if all(a is not None for a in held):
+
+            def fixed_call(*_, out=None, **attrs):
+                call(target, *held, **attrs)
+                return result
+
+            return fixed_call
+        todo = [(k, views[k], shapes[k]) for k, a in enumerate(held) if a is None]
+
+        def bound(*datas, out=None, **attrs):
+            arrays = list(held)
+            for k, v, shape in todo:
+                arrays[k] = array(v, datas[k], shape)
+            call(target, *arrays, **attrs)
+            return result
+
+        return bound
+
+    kernel.__name__ = name
+    kernel.writes_into = True
+    kernel.bind = bind
+    return kernel
 
 
 @register_kernel("argmax", "numpy")

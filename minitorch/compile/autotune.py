@@ -51,14 +51,21 @@ def cache_path() -> str:
     return str(cachedir.folder("") / "autotune.json")
 
 
+# Bumped when a candidate kernel changes: choices timed against the old kernels are dropped.
+# (2: chapter 11's row kernels write into the arena, so the numba ones got cheaper.)
+KERNELS = 2
+
+
 def load_cache(path: str | None = None) -> dict:
     path = path or cache_path()
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-        return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
+    if not isinstance(data, dict) or data.get("kernels") != KERNELS:
+        return {}
+    return data
 
 
 def save_cache(cache: dict, path: str | None = None) -> None:
@@ -67,7 +74,7 @@ def save_cache(cache: dict, path: str | None = None) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(cache, f, indent=1, sort_keys=True)
+            json.dump({**cache, "kernels": KERNELS}, f, indent=1, sort_keys=True)
         os.replace(tmp, path)  # atomic: two processes never see half a file
     except OSError as e:  # a read-only home (a sandbox): the choice is only not remembered
         warnings.warn(
@@ -98,14 +105,18 @@ def _variants(step) -> dict[str, Callable]:
     op = OPS.get(step.node.op) if step.node is not None else None  # a fused group is no op
     if op is None or op.kind not in TUNABLE or step.spec.device != "cpu":
         return {}  # the candidates are CPU kernels: a cuda plan keeps its own
-    out = {}
+    out, seen = {}, []
+    specs = [i.spec for i in step.node.inputs]
     for backend in ("numpy", "numba"):
         try:
-            kernel = backends.get_backend(backend).kernel(op)
+            b = backends.get_backend(backend)
+            kernel = b.kernel(op)
         except (KeyError, LookupError, OpError):
             continue
-        if kernel not in out.values():
-            out["blas" if (backend, op.name) == ("numpy", "matmul") else backend] = kernel
+        if kernel not in seen:  # numba's fallback to numpy's kernel is the same candidate
+            seen.append(kernel)
+            name = "blas" if (backend, op.name) == ("numpy", "matmul") else backend
+            out[name] = b.prepare(op, step.spec, specs) or kernel  # as the plan would run it
     return {**out, **op.variants}
 
 

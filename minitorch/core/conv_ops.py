@@ -381,6 +381,24 @@ def softmax_numpy(x, out, axis):
         return _wrap(e, out)
 
 
+def _softmax_into(target, x, axis):
+    with np.errstate(all="ignore"):  # softmax_numpy's steps, the last one into ``target``
+        e = x - x.max(axis=axis, keepdims=True)
+        np.exp(e, out=e)
+        np.divide(e, e.sum(axis=axis, keepdims=True), out=target)
+
+
+def _prepare_softmax(out, inputs):
+    from ..backends.numpy_backend import prepared_kernel  # the backends load after the ops
+
+    if inputs[0].dtype != out.dtype:
+        return None  # softmax of integers: numpy's own promotion, as eager
+    return prepared_kernel("softmax", out, inputs, _softmax_into, contiguous=False)
+
+
+softmax_numpy.prepare = _prepare_softmax
+
+
 @register_kernel("logsumexp", "numpy")
 def logsumexp_numpy(x, out, axis, keepdims):
     xv = _np(x)

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from ..backends.numpy_backend import prepared_kernel
 from ..core import dtypes as dt
 from ..core.errors import OpError
 from ..core.ops import check_range
@@ -66,7 +67,12 @@ def lazy_kernel(module: str, name: str):
     def kernel(*inputs, **kw):
         return getattr(importlib.import_module(path), name)(*inputs, **kw)
 
+    def prepare(out, inputs):  # chapter 8: the kernel of one plan step, writing into the arena
+        found = getattr(importlib.import_module(path), f"prepare_{name}", None)
+        return found(out, inputs) if found is not None else None
+
     kernel.__name__ = f"{module}.{name}"
+    kernel.prepare = prepare
     return kernel
 
 
@@ -126,6 +132,16 @@ register_op(
 @register_kernel("embedding", "numpy")
 def embedding_numpy(weight, ids, out):
     return _wrap(np.take(_np(weight), _np(ids), axis=0), out)
+
+
+def _prepare_embedding(out, inputs):
+    if inputs[0].dtype != out.dtype:
+        return None
+    take = lambda target, w, i: np.take(w, i, axis=0, out=target)  # noqa: E731
+    return prepared_kernel("embedding", out, inputs, take, contiguous=False)
+
+
+embedding_numpy.prepare = _prepare_embedding
 
 
 @register_kernel("embedding", "python")
@@ -271,17 +287,31 @@ def layer_norm_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> n
     return (x - mean) / np.sqrt(var + eps) * w + b
 
 
-@register_kernel("layer_norm", "numpy")
-def layer_norm_numpy(x, weight, bias, out, eps):
+def _layer_norm64(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
     with np.errstate(all="ignore"):  # float64 inside, as the other backends' loops
-        x, w, b = (_np(t).astype(np.float64, copy=False) for t in (x, weight, bias))
+        x, w, b = (t.astype(np.float64, copy=False) for t in (x, w, b))
         d = x - x.mean(axis=-1, keepdims=True)  # layer_norm_ref's steps, with two temporaries
         var = np.square(d).mean(axis=-1, keepdims=True)
         var += eps
         d /= np.sqrt(var, out=var)
         d *= w
         d += b
-        return _wrap(d, out)
+        return d
+
+
+@register_kernel("layer_norm", "numpy")
+def layer_norm_numpy(x, weight, bias, out, eps):
+    return _wrap(_layer_norm64(_np(x), _np(weight), _np(bias), eps), out)
+
+
+def _layer_norm_into(target, x, w, b, eps):
+    np.copyto(target, _layer_norm64(x, w, b, eps), casting="unsafe")
+
+
+# chapter 8: a plan's step writes its result into its place in the arena
+layer_norm_numpy.prepare = lambda out, inputs: prepared_kernel(
+    "layer_norm", out, inputs, _layer_norm_into, contiguous=False
+)
 
 
 @register_kernel("layer_norm", "python")
