@@ -630,7 +630,21 @@ def _probe(k) -> None:
 
 
 def make_kernel(node: Node, backend: str | None = None) -> Callable:
-    """The plan kernel of fused ``node`` on a CPU backend (advertises ``writes_into``)."""
+    """The plan kernel of fused ``node`` on a CPU backend (advertises ``writes_into``).
+
+    Bound to its buffers (``kernel.bind``), a small group runs as straight-line numpy
+    calls instead (``fusion/small.py``)."""
+    from .small import small_binder
+
+    k = _make_kernel(node, backend)
+    small = small_binder(node)
+    if small is not None:
+        big = getattr(k, "bind", None)
+        k.bind = lambda dest, fixed: small(dest, fixed) or (big and big(dest, fixed))
+    return k
+
+
+def _make_kernel(node: Node, backend: str | None = None) -> Callable:
     from .split import SplitKernel, written_out  # split.py builds on this module
 
     name = node.attrs.get("name", "fused")
