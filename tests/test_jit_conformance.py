@@ -219,6 +219,36 @@ def test_rebinding_a_captured_tensor():
     assert jf.trace_count == 1
 
 
+def test_a_captured_tensor_and_numbers_are_guarded_by_each_part_of_their_key():
+    """The compiled guard (``guards.compile_check``) inlines the tensor and int/bool/str
+    checks: each part still makes a retrace, and equal values keep the trace."""
+    state = {"w": minitorch.ones(3), "k": 1, "how": "mul"}
+
+    def f(t):
+        w, k = state["w"], state["k"]
+        return t * w * k if state["how"] == "mul" else t + w + k
+
+    jf = minitorch.jit(f)
+    x = minitorch.tensor(A)
+    changes = [
+        ("w", minitorch.full((3,), 2.0)),  # new values, same key: no retrace
+        ("w", minitorch.ones(3, dtype=minitorch.float64)),
+        ("w", minitorch.ones(3, requires_grad=True)),
+        ("w", minitorch.ones(1, 3)),
+        ("k", True),  # equal to 1, another type
+        ("k", 2),
+        ("how", "add"),
+    ]
+    same(jf(x), f(x))
+    for n, (name, value) in enumerate(changes):
+        state[name] = value
+        same(jf(x), f(x))
+        assert jf.trace_count == n + 1  # the first change keeps the trace
+    assert jf.trace_count == len(changes)  # every change but the first retraced
+    assert len(jf.recompiles) == len(changes) - 1, jf.recompiles
+    assert "changed type from int to bool" in " ".join(jf.recompiles), jf.recompiles
+
+
 def test_closures_over_one_code_object_share_the_cache_safely():
     def make(k):
         return lambda t: t * k

@@ -26,11 +26,14 @@ import struct
 import sys
 import types
 
+import numpy as np
+
 from ..core.tensor import Tensor
 from .tracer import Proxy
 
 _LIBRARIES = {"minitorch", "numpy", "numba", "builtins", "hypothesis", "pytest", "_pytest"}
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_EXACT = {t.__name__: t for t in (bool, int, str, bytes)}  # equal values are equal bits
 _MAX_DEPTH, _MAX_ITEMS = 8, 2000
 
 
@@ -462,15 +465,24 @@ def compile_check(values: dict, sizes: dict, idents: dict, tensors: list):
     """``check`` as a function ``(fn, args) -> bool``: True when ``check`` would return []."""
     e, body = _Emitter(), []
     for path, key in values.items():
-        body.append(f"if not _fits({e.read(path)}, {e.const(key)}): return False")
+        x = e.read(path)
+        if key[0] in _EXACT:  # compared inline: ``_fits``'s answer for these types, faster
+            body.append(f"if type({x}) is not {e.const(_EXACT[key[0]])} or {x} != "
+                        f"{e.const(key[1])}: return False")  # fmt: skip
+        else:
+            body.append(f"if not _fits({x}, {e.const(key)}): return False")
     for path, n in sizes.items():
         body.append(f"if len({e.read(path)}) != {int(n)}: return False")
     for path, obj in idents.items():
         body.append(f"if {e.read(path)} is not {e.const(obj)}: return False")
-    for path, g in tensors:
-        t = e.read(path)
-        g = e.const(g)
-        body.append(f"if not isinstance({t}, Tensor) or tensor_guard({t}) != {g}: return False")
+    for path, (shape, dtype, device, grad) in tensors:  # ``tensor_guard``, inline
+        t, d = e.read(path), f"d{len(body)}"
+        shape, dtype = e.const(tuple(shape)), e.const(np.dtype(dtype))
+        body.append(f"if not isinstance({t}, Tensor): return False")
+        body.append(f"{d} = {t}._data")
+        body.append(f"if {d}.shape != {shape} and tuple({d}.shape) != {shape}: return False")
+        body.append(f"if {d}.dtype != {dtype} or {t}.device != {e.const(device)}: return False")
+        body.append(f"if bool({t}.requires_grad) is not {bool(grad)}: return False")
     return e.build(body, "True", "False", "guard")
 
 
