@@ -63,7 +63,8 @@ def _step(n):
 
 def small_binder(node):
     """``bind(dest, fixed)`` for fused ``node``: the group as one generated function over
-    its buffers, or None (too large, an output, or an op without a numpy ``out=`` form)."""
+    its buffers (``dest`` None: an output, made anew on each call), or None (too large,
+    or an op without a numpy ``out=`` form)."""
     from .split import written_out  # split builds on runtime, as this module does
 
     sub = _sub(written_out(node))
@@ -76,8 +77,6 @@ def small_binder(node):
     strides = tuple(strides_from_shape(spec.shape))
 
     def bind(dest, fixed):
-        if dest is None:
-            return None
         params = "".join(f"i{k}, " for k in range(len(fixed)))
         env, scope, lines = {}, {}, [f"def run({params}out=None, **attrs):"]
         for k, (i, f) in enumerate(zip(sub.inputs, fixed)):
@@ -98,7 +97,7 @@ def small_binder(node):
         last = sub.outputs[0]
         for j, (n, (name, fn, kw)) in enumerate(zip(sub.ops, steps)):
             if n is last:
-                scope["d"], target = dest.reshape(n.spec.shape), "d"
+                target = "d"
             else:
                 scope[f"t{j}"], target = np.empty(n.spec.shape, n.spec.dtype), f"t{j}"
             scope[f"f{j}"] = fn
@@ -112,9 +111,15 @@ def small_binder(node):
         if env[last] != "d":  # the value is an input or a constant: copy it into place
             scope["copyto"] = np.copyto
             lines.append(f"    copyto(d, {env[last]})")
+        if dest is None:  # an output, which the caller keeps: a new array on each call
+            scope.update(empty=np.empty, TensorData=TensorData, shape=spec.shape,
+                         strides=strides, dtype=np.dtype(spec.dtype))  # fmt: skip
+            lines.insert(1, "    d = empty(shape, dtype)")
+            lines.append("    return TensorData(d.reshape(-1), shape, strides, 0)")
+        else:
             scope["d"] = dest.reshape(spec.shape)
-        scope["result"] = TensorData(dest, spec.shape, strides, 0)
-        lines.append("    return result")
+            scope["result"] = TensorData(dest, spec.shape, strides, 0)
+            lines.append("    return result")
         source = "\n".join(lines) + "\n"
         exec(compile(source, f"<minitorch small {node.attrs.get('name', 'fused')}>", "exec"), scope)  # noqa: S102
         run = scope["run"]

@@ -59,8 +59,8 @@ def by_bits(key):
     """``key`` with every float replaced by its :class:`FloatBits` (nested tuples too)."""
     if isinstance(key, float):
         return FloatBits(key)
-    if isinstance(key, tuple):
-        return tuple(by_bits(k) for k in key)
+    if isinstance(key, tuple):  # a call per nested tuple or float, not per item (every call's key)
+        return tuple(by_bits(k) if isinstance(k, (tuple, float)) else k for k in key)
     return key
 
 

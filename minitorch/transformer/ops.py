@@ -111,12 +111,15 @@ def _embedding_infer(weight: Spec, ids: Spec) -> Spec:
 
 
 def check_ids(op: str, ids: np.ndarray, rows: int) -> None:
-    hint = f"token ids index the weight's {rows} rows; check the vocabulary size"
-    check_range(op, "ids", ids, rows, hint)
+    if ids.size and (ids.min() < 0 or ids.max() >= rows):  # the message only when it fails
+        hint = f"token ids index the weight's {rows} rows; check the vocabulary size"
+        check_range(op, "ids", ids, rows, hint)
 
 
 def _embedding_check(weight, ids) -> None:
-    check_ids("embedding", ids.numpy(), weight.shape[0])
+    # every decode step checks its token: read host ids in place, copy device ones
+    host = ids.device == "cpu"
+    check_ids("embedding", ids._data.as_numpy_view() if host else ids.numpy(), weight.shape[0])
 
 
 register_op(
