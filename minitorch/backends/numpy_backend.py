@@ -333,26 +333,30 @@ def prepared_kernel(name: str, out: Spec, inputs: list, call: Callable, shapes=N
         return TensorData(t, out.shape, strides, 0)
 
     def bind(dest, fixed):
-        if dest is None:  # an output: the caller keeps it, so each call makes a new one
-            return None
-        target, result = dest.reshape(out.shape), TensorData(dest, out.shape, strides, 0)
+        size, dtype, shape = out.size, np.dtype(out.dtype), out.shape
+        if dest is None:  # an output, which the caller keeps: a new array on each call
+
+            def place():
+                t = np.empty(size, dtype)
+                return t.reshape(shape), TensorData(t, shape, strides, 0)
+
+        else:
+            placed = dest.reshape(shape), TensorData(dest, shape, strides, 0)
+
+            def place():
+                return placed
+
         held = []
-        for v, f, shape in zip(views, fixed, shapes):
-            a = None if f is None else array(v, f, shape)
+        for v, f, s in zip(views, fixed, shapes):
+            a = None if f is None else array(v, f, s)
             held.append(a if a is not None and np.shares_memory(a, f.storage) else None)
-        if all(a is not None for a in held):
-
-            def fixed_call(*_, out=None, **attrs):
-                call(target, *held, **attrs)
-                return result
-
-            return fixed_call
         todo = [(k, views[k], shapes[k]) for k, a in enumerate(held) if a is None]
 
         def bound(*datas, out=None, **attrs):
             arrays = list(held)
-            for k, v, shape in todo:
-                arrays[k] = array(v, datas[k], shape)
+            for k, v, s in todo:
+                arrays[k] = array(v, datas[k], s)
+            target, result = place()
             call(target, *arrays, **attrs)
             return result
 

@@ -16,7 +16,7 @@ import numpy as np
 from numba import prange
 
 from ..backends.numpy_backend import prepared_kernel
-from ..fast.backend import SMALL, _floats, threads_for
+from ..fast.backend import _floats, runner, threads_for
 from ..tensor.data import TensorData
 from . import ops
 
@@ -63,25 +63,11 @@ def _causal(out, x, fill):
                 out[m, i, j] = x[m, i, j] if j <= i + tk - tq else fill
 
 
-_SERIAL: dict = {}
-
-
-def _runner(parallel, size: int):
-    """``parallel`` (a ``prange`` kernel), or below ``SMALL`` elements the same loops on the
-    calling thread: the same bits, without the ~1 us a parallel launch costs."""
-    serial = _SERIAL.get(parallel)
-    if serial is None:
-        serial = _SERIAL[parallel] = numba.njit(parallel.py_func)
-    if size < SMALL:
-        return serial
-    return lambda *args: (parallel if numba.get_num_threads() > 1 else serial)(*args)
-
-
 def prepare_embedding(out, inputs):
     weight, ids = inputs
     if not _floats(out, weight):
         return None
-    run, rows = _runner(_gather, out.size), ids.size
+    run, rows = runner(_gather, out.size), ids.size
     shapes = [weight.shape, (rows,)]
     return prepared_kernel("embedding", out, inputs, lambda t, w, i: run(t.reshape(rows, -1), w, i),
                            shapes)  # fmt: skip
@@ -90,7 +76,7 @@ def prepare_embedding(out, inputs):
 def prepare_layer_norm(out, inputs):
     if not _floats(out, *inputs):
         return None
-    run, n = _runner(_layer_norm, out.size), out.shape[-1]
+    run, n = runner(_layer_norm, out.size), out.shape[-1]
     rows = out.size // n
 
     def call(t, x, w, b, eps):
@@ -102,7 +88,7 @@ def prepare_layer_norm(out, inputs):
 def prepare_causal_mask(out, inputs):
     if not _floats(out, *inputs):
         return None
-    run, lead = _runner(_causal, out.size), (-1,) + out.shape[-2:]
+    run, lead = runner(_causal, out.size), (-1,) + out.shape[-2:]
     fill_of = out.dtype.type
 
     def call(t, x, fill):
