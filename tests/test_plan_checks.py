@@ -123,3 +123,16 @@ def test_index_check_refuses_bad_arguments():
     with pytest.raises(mt.OpError, match="int64"):
         dispatch("index_check", mt.tensor([0.0]), size=2, what="targets")
     assert dispatch("index_check", ids, size=2).numpy().tolist() == [0, 1]
+
+
+def test_a_plan_checks_an_inputs_spec_again_when_its_data_changes():
+    """``CompiledPlan.run`` checks a spec once per data it sees (a parameter comes back with
+    the same data on every call); new data of another shape or dtype is refused."""
+    w, x = mt.ones(3), mt.tensor(np.arange(3, dtype=np.float32))
+    compiled = mt.jit(lambda t, u: t * u).trace(x, w).compile()
+    for _ in range(2):
+        assert np.array_equal(compiled(x, w).numpy(), [0.0, 1.0, 2.0])
+    for bad in (mt.ones(4), mt.ones(3, dtype=mt.float64)):
+        x._data = bad._data  # the same tensor, new data
+        with pytest.raises(mt.OpError):
+            compiled(x, w)

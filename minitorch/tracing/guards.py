@@ -60,7 +60,7 @@ def by_bits(key):
     if isinstance(key, float):
         return FloatBits(key)
     if isinstance(key, tuple):  # a call per nested tuple or float, not per item (every call's key)
-        return tuple(by_bits(k) if isinstance(k, (tuple, float)) else k for k in key)
+        return tuple([by_bits(k) if isinstance(k, (tuple, float)) else k for k in key])
     return key
 
 
