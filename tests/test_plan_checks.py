@@ -136,3 +136,13 @@ def test_a_plan_checks_an_inputs_spec_again_when_its_data_changes():
         x._data = bad._data  # the same tensor, new data
         with pytest.raises(mt.OpError):
             compiled(x, w)
+
+
+@pytest.mark.parametrize("bad", [-1, 5])
+def test_one_token_id_is_checked_as_many_are(bad):
+    """A decode step's single id takes a shorter road through the range check."""
+    w = mt.ones(5, 3)
+    for ids in (np.array([[bad]]), np.array([[0, bad]]), np.array([[bad]]).reshape(1, 1, 1)):
+        with pytest.raises(mt.OpError, match=f"embedding: ids holds {bad}, outside"):
+            dispatch("embedding", w, mt.tensor(ids))
+    assert dispatch("embedding", w, mt.tensor(np.array([[4]]))).shape == (1, 1, 3)

@@ -455,9 +455,14 @@ register_op("contiguous", OpKind.VIEW, 1, lambda a: a)
 # ---------------------------------------------------------------- index checks
 
 
+def in_range(values: np.ndarray, size: int) -> bool:
+    """Are all ``values`` (indices) in ``[0, size)``?"""
+    return not values.size or (values.min() >= 0 and values.max() < size)
+
+
 def check_range(op: str, what: str, values: np.ndarray, size: int, hint: str) -> None:
     """Refuse ``values`` (indices) outside ``[0, size)``, naming ``op`` and the first bad one."""
-    if values.size and (values.min() < 0 or values.max() >= size):
+    if not in_range(values, size):
         bad = int(values.min()) if values.min() < 0 else int(values.max())
         raise OpError(op, f"{what} holds {bad}, outside [0, {size})", hint=hint)
 

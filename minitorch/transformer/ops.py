@@ -26,7 +26,7 @@ import numpy as np
 from ..backends.numpy_backend import prepared_kernel
 from ..core import dtypes as dt
 from ..core.errors import OpError
-from ..core.ops import check_range
+from ..core.ops import check_range, in_range
 from ..core.registry import OpKind, Spec, dispatch, register_kernel, register_op, register_vjp
 from ..exercises import exercise
 from ..tensor.data import TensorData
@@ -111,7 +111,9 @@ def _embedding_infer(weight: Spec, ids: Spec) -> Spec:
 
 
 def check_ids(op: str, ids: np.ndarray, rows: int) -> None:
-    if ids.size and (ids.min() < 0 or ids.max() >= rows):  # the message only when it fails
+    # a decode step's token is one read, not two reductions; the message only on failure
+    fits = 0 <= ids.item() < rows if ids.size == 1 else in_range(ids, rows)
+    if not fits:
         hint = f"token ids index the weight's {rows} rows; check the vocabulary size"
         check_range(op, "ids", ids, rows, hint)
 
