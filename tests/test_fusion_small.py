@@ -18,13 +18,7 @@ from minitorch.passes import CompileOptions
 ARENA = CompileOptions(fuse=True, memory=True, keep=True)
 
 
-@pytest.fixture(autouse=True)
-def reference(tmp_path, monkeypatch):
-    monkeypatch.setenv("MINITORCH_CACHE_DIR", str(tmp_path / "cache"))
-    mode = mt.get_mode()
-    mt.exercises._set("reference", None)
-    yield
-    mt.exercises._set(*mode) if isinstance(mode, tuple) else mt.exercises._set(mode, None)
+pytestmark = pytest.mark.usefixtures("reference_mode")  # tests/conftest.py
 
 
 BOUND = []

@@ -13,14 +13,7 @@ from minitorch.backends import base as backends
 from minitorch.core.registry import Spec, get_op
 from minitorch.tensor.data import TensorData
 
-
-@pytest.fixture(autouse=True)
-def reference(tmp_path, monkeypatch):
-    monkeypatch.setenv("MINITORCH_CACHE_DIR", str(tmp_path / "cache"))
-    mode = mt.get_mode()
-    mt.exercises._set("reference", None)
-    yield
-    mt.exercises._set(*mode) if isinstance(mode, tuple) else mt.exercises._set(mode, None)
+pytestmark = pytest.mark.usefixtures("reference_mode")  # tests/conftest.py
 
 
 RNG = np.random.default_rng(0)
