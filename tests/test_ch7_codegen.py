@@ -22,13 +22,7 @@ FAST = CompileOptions(fuse=True, fast_math=True)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(autouse=True)
-def reference(tmp_path, monkeypatch):
-    monkeypatch.setenv("MINITORCH_CACHE_DIR", str(tmp_path / "cache"))
-    mode = mt.get_mode()
-    mt.exercises._set("reference", None)
-    yield
-    mt.exercises._set(*mode) if isinstance(mode, tuple) else mt.exercises._set(mode, None)
+pytestmark = pytest.mark.usefixtures("reference_mode")  # tests/conftest.py
 
 
 SPECIAL = [0.0, -0.0, 1.5, -2.0, 3.0, np.inf, -np.inf, np.nan, 1e-30]
