@@ -267,3 +267,44 @@ def test_a_fused_group_with_a_chain_of_views():
     (el, ew), (cl, cw) = run(False), run(True)
     np.testing.assert_allclose(cl, el, rtol=1e-5)
     np.testing.assert_allclose(cw, ew, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["default", "max-autotune"])
+def test_adams_step_count_stays_a_python_number(mode):
+    """Adam's step count is traced as a float64 scalar so that ``beta ** t`` is not baked
+    in; it stays weak as the Python int it is in eager, so ``m / (1 - beta1 ** t)`` is
+    float32. (Before: the update ran in float64, one ulp off eager's parameters.)"""
+    rng = np.random.default_rng(0)
+    x = mt.tensor(rng.standard_normal((3, 4)).astype(np.float32))
+
+    def run(compiled):
+        w = nn.Parameter(np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32))
+        opt = nn.Adam([w], lr=1e-2)
+
+        def step(x):
+            opt.zero_grad()
+            loss = ((x @ w) ** 2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = mt.compile(step, mode=mode) if compiled else step
+        for _ in range(6):
+            f(x)
+        return w.numpy(), opt.state["0"]
+
+    (we, se), (wc, sc) = run(False), run(True)
+    np.testing.assert_array_equal(wc, we)
+    np.testing.assert_array_equal(sc["m"].numpy(), se["m"].numpy())
+    assert sc["t"] == se["t"] == 6 and sc["m"].dtype == np.float32
+
+
+def test_a_weak_number_takes_the_tensors_kind():
+    t = mt.tensor(np.array(3.0))  # float64, as a traced step count
+    t._weak = True
+    m = mt.tensor(np.ones(2, np.float32))
+    bc = 1 - 0.9**t
+    assert bc._weak and bc.dtype == np.float64  # Python numbers alone: still weak, float64
+    assert (m / bc).dtype == np.float32 and not (m / bc)._weak
+    assert (bc * m).dtype == np.float32
+    assert (mt.tensor(np.ones(2, np.int64)) * bc).dtype == np.float32  # a float beside ints

@@ -14,7 +14,7 @@ after a retrace caused only by that dimension's size (as ``torch.compile`` does)
   fusion, memory plan) once per size, kept in a small per-size cache.
 
 A graph is only reused across sizes if Python did not bake the size into it (a
-reshape to ``(x.shape[0] * 3,)``, a division by ``x.shape[0]``). jit checks this by
+slice ``x[: x.shape[0] // 2]``, a division by ``x.shape[0]``). jit checks this by
 comparing traces at other sizes: every size traced so far for the same Python
 state, one at the smallest sizes the symbols admit and, for a marked input, one at
 a larger size; each, re-specialised, must be the same program, constants and
@@ -26,7 +26,8 @@ compared (another program, with its own entry).
 
 A size kept in an attribute (``reshape(B, T, H, D)``, the ``expand`` a backward makes
 to its input's shape) is not a number Python computed: when an entry equals a symbol's
-size in every trace compared, it becomes a template filled in per size. A compiled
+size in every trace compared, or a whole multiple of one symbol or of two (``B * T`` of a
+``reshape(-1, C)``), it becomes a template filled in per size. A compiled
 training step (chapter 9's ``CompiledStep``) takes part through :class:`StepView`: its
 probes trace the whole step, its per-size plans run with the step's write-back.
 """
@@ -34,7 +35,9 @@ probes trace the whole step, its per-size plans run with the step's write-back.
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
+import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -315,8 +318,10 @@ def sized_templates(graph: Graph, guard, guarded, traces) -> dict:
     """The size attributes of ``graph`` (:data:`SIZED_ATTRS`) whose entries follow a symbol.
 
     An entry follows symbol ``s`` when it equals ``s``'s size in ``graph`` and in every
-    trace of ``traces`` (the same program at other sizes that fit ``guard``).
-    Returns ``{node index: (attr, template)}``, the template's entries ints or symbols.
+    trace of ``traces`` (the same program at other sizes that fit ``guard``); failing
+    that, the same multiple of one or two symbols' sizes (:func:`_products`) in each.
+    Returns ``{node index: (attr, template)}``, the template's entries ints, symbols or
+    ``(c, *symbols)``.
     """
 
     def sizes(g):
@@ -342,11 +347,32 @@ def sized_templates(graph: Graph, guard, guarded, traces) -> dict:
         template = []
         for p, v in enumerate(shape):
             syms = [x for x, size in base.items() if size == v]
-            syms = [x for x in syms if all(sz[x] == o[p] for (_, sz), o in zip(others, seen))]
+            if any(o[p] != v for o in seen):  # a multiple only where the size is seen to move
+                syms += _products(v, base)
+            syms = [x for x in syms if all(_size(x, sz) == o[p] for (_, sz), o in zip(others, seen))]
             template.append(syms[0] if syms else v)
         if template != list(shape):
             out[k] = (name, tuple(template))
     return out
+
+
+def _products(v: int, sizes: dict) -> list[tuple]:
+    """``v`` as ``(c, s)`` or ``(c, s, t)``: ``c`` times the sizes of one or two symbols (a
+    ``reshape(-1, C)`` that flattens a batch keeps ``B * T`` or, with ``B`` static, ``4 * T``)."""
+    out = []
+    for n in (1, 2):
+        for syms in itertools.combinations(sizes, n):
+            size = math.prod(sizes[x] for x in syms)
+            if v and v % size == 0:
+                out.append((v // size, *syms))
+    return out
+
+
+def _size(entry, sizes: dict) -> int:
+    """A template entry's size: an int, a symbol's size or ``(c, *symbols)``, their product."""
+    if isinstance(entry, tuple):
+        return entry[0] * math.prod(sizes[x] for x in entry[1:])
+    return sizes.get(entry, entry)
 
 
 def with_sizes(graph: Graph, templates: dict, sizes: dict) -> Graph:
@@ -354,7 +380,7 @@ def with_sizes(graph: Graph, templates: dict, sizes: dict) -> Graph:
     g = clone_graph(graph)
     for k, (name, template) in templates.items():
         node = g.nodes[k]
-        node.attrs = {**node.attrs, name: tuple(sizes.get(x, x) for x in template)}
+        node.attrs = {**node.attrs, name: tuple(_size(x, sizes) for x in template)}
     return g
 
 

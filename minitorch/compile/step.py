@@ -423,6 +423,7 @@ def trace_step(
                     # in: computed once per step, in eager's precision (a Python float)
                     param = named[pname]  # on its device, as eager's buffers
                     t = st[key] = Tensor(np.array(float(v)), device=param.device)
+                    t._weak = True  # and, as a Python number, it takes a tensor's kind
                     external[id(t)] = (("counter", k, pname, key), f"{key}_{pname}", t)
                     counters.append((st, key))
     tracer.set_external(external)

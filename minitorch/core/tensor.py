@@ -107,6 +107,9 @@ registry._eager_apply = eager_apply
 
 class Tensor:
     __array_priority__ = 100  # numpy scalars on the left defer to our operators
+    # A Python number traced as a tensor (chapter 9: Adam's step count) stays "weak":
+    # ``m / (1 - beta1 ** t)`` is float32 for a float32 ``m``, as in eager.
+    _weak = False
 
     def __init__(self, data, dtype=None, requires_grad: bool = False, device: str = "cpu"):
         """Prefer :func:`minitorch.tensor`; this accepts the same arguments."""
@@ -283,12 +286,21 @@ class Tensor:
         return other if isinstance(other, Tensor) else _scalar_like(other, self)
 
     def _binary(self, name: str, other, reverse: bool = False) -> Tensor:
+        weak = not isinstance(other, Tensor) or other._weak
         other = self._lift(other)
+        if weak != self._weak:  # a weak value meets a tensor: it takes the tensor's kind
+            if weak:
+                other = other.astype(_weak_dtype(other.dtype, self))
+            else:
+                self = self.astype(_weak_dtype(self.dtype, other))
         a, b = (other, self) if reverse else (self, other)
         common = dt.promote(a.dtype, b.dtype)
         if name in ("div",) and not dt.is_float(common):
             common = dt.float32
-        return dispatch(name, a.astype(common), b.astype(common))
+        out = dispatch(name, a.astype(common), b.astype(common))
+        if weak and self._weak:
+            out._weak = True  # computed from Python numbers alone: still one
+        return out
 
     def __add__(self, o):
         return self._binary("add", o)
@@ -489,6 +501,14 @@ def _check_int64(op: str, array: np.ndarray) -> None:
         )
 
 
+def _weak_dtype(kind, like: Tensor):
+    """The dtype a weak value of ``kind`` takes beside ``like``: like's own when that
+    holds it (a float beside float32), else the smallest of its kind."""
+    if dt.promote(kind, like.dtype) == like.dtype:
+        return like.dtype
+    return dt.float32 if dt.is_float(kind) else kind
+
+
 def _scalar_like(value: Any, like: Tensor) -> Tensor:
     """A 0-d tensor for a Python scalar; scalars are weak and take ``like``'s kind."""
     if isinstance(value, np.ndarray):
@@ -498,9 +518,4 @@ def _scalar_like(value: Any, like: Tensor) -> Tensor:
     kind = dt.scalar_dtype(value)
     if kind == dt.int64 and not dt.is_float(like.dtype):
         _check_int64("tensor", np.asarray(value, dtype=object))
-    dtype = (
-        like.dtype
-        if dt.promote(kind, like.dtype) == like.dtype
-        else (dt.float32 if dt.is_float(kind) else kind)
-    )
-    return Tensor(np.asarray(value, dtype=dtype), device=like.device)
+    return Tensor(np.asarray(value, dtype=_weak_dtype(kind, like)), device=like.device)
