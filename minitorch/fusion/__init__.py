@@ -24,6 +24,8 @@ from .ir import FUSED, KERNEL_MAKERS, fused_kernel, inline_fused
 from .plan_groups import PLANNED, bytes_moved, choose_groups, fuse_planned, try_plan
 from .reasons import REASONS, FusionReport, Refusal
 from .runtime import make_kernel
+from . import row_kernels  # a max-autotune variant: softmax in three passes
+from . import rows  # registers the row-group stage (max-autotune)
 
 # the CPU backends run fused nodes with generated kernels (codegen 7.6-7.10, runtime)
 KERNEL_MAKERS["numpy"] = KERNEL_MAKERS["numba"] = make_kernel

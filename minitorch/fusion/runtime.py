@@ -623,6 +623,8 @@ def _probe(k) -> None:
     if isinstance(k, ReduceKernel):
         structure_key(k.sub, ["reduce"])
         k.source("serial")
+    elif hasattr(k, "layouts"):  # a row group: its source is made as it is built
+        return
     else:
         ew = k.epilogue if isinstance(k, EpilogueKernel) else k
         structure_key(k.sub, ["flat"])
@@ -676,7 +678,11 @@ def _make_kernel(node: Node, backend: str | None = None) -> Callable:
         DECISIONS[id(node)] = [node, f"numpy ({why})", []]
         return numpy_kernel(node, why)
     try:
-        if kind == "reduce":
+        if kind == "row":
+            from .rows import RowKernel  # rows.py builds on this module
+
+            k = RowKernel(node)
+        elif kind == "reduce":
             k = ReduceKernel(node)
         elif kind == "epilogue":
             k = EpilogueKernel(node, backend)

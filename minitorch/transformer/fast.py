@@ -17,6 +17,7 @@ from numba import prange
 
 from ..backends.numpy_backend import prepared_kernel
 from ..fast.backend import _floats, runner, threads_for
+from ..fusion.rows import CHUNKS, MAX_ROW, pairwise
 from ..tensor.data import TensorData
 from . import ops
 
@@ -39,19 +40,29 @@ def _scatter_add(out, grad, ids):
 
 @numba.njit(parallel=True)
 def _layer_norm(out, x, w, b, eps):
-    n = x.shape[1]
-    for r in prange(x.shape[0]):
-        mean = 0.0
-        for j in range(n):
-            mean += x[r, j]
-        mean /= n
-        var = 0.0
-        for j in range(n):
-            d = x[r, j] - mean
-            var += d * d
-        inv = 1.0 / math.sqrt(var / n + eps)
-        for j in range(n):
-            out[r, j] = (x[r, j] - mean) * inv * w[j] + b[j]
+    """numpy's kernel (``ops._layer_norm64``) row by row, with its bits: float64 inside,
+    its pairwise means (:func:`~minitorch.fusion.rows.pairwise`), the same steps."""
+    rows, n = x.shape
+    chunks = min(rows, CHUNKS)
+    for c in prange(chunks):
+        d, sq = np.empty(n, np.float64), np.empty(n, np.float64)
+        for r in range(c * rows // chunks, (c + 1) * rows // chunks):
+            for j in range(n):
+                d[j] = np.float64(x[r, j])
+            mean = pairwise(d, n, 0.0) / n
+            for j in range(n):
+                v = d[j] - mean
+                d[j] = v
+                sq[j] = v * v
+            sd = math.sqrt(pairwise(sq, n, 0.0) / n + eps)
+            for j in range(n):
+                out[r, j] = d[j] / sd * np.float64(w[j]) + np.float64(b[j])
+
+
+def _exact(out) -> bool:
+    """Can :func:`_layer_norm` give numpy's bits? Not for rows longer than ``MAX_ROW``
+    (numpy sums those by halves) nor float16: numpy's kernel runs those."""
+    return out.dtype in (np.float32, np.float64) and 1 <= out.shape[-1] <= MAX_ROW
 
 
 @numba.njit(parallel=True)
@@ -74,7 +85,7 @@ def prepare_embedding(out, inputs):
 
 
 def prepare_layer_norm(out, inputs):
-    if not _floats(out, *inputs):
+    if not _floats(out, *inputs) or not _exact(out):
         return None
     run, n = runner(_layer_norm, out.size), out.shape[-1]
     rows = out.size // n
@@ -117,7 +128,7 @@ def embedding_grad(grad, ids, out, num_embeddings):
 
 
 def layer_norm(x, weight, bias, out, eps):
-    if not _floats(out, x, weight, bias):
+    if not _floats(out, x, weight, bias) or not _exact(out):
         return ops.layer_norm_numpy(x, weight, bias, out=out, eps=eps)
     rows = _c(x).reshape(-1, out.shape[-1])
     result = np.empty_like(rows)

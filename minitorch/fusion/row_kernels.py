@@ -1,0 +1,88 @@
+"""Softmax over rows in three passes with numpy's bits: a ``max-autotune`` variant
+(chapter 9 times it beside the backends' kernels and keeps the fastest).
+
+numpy's softmax makes five passes over memory (max, subtract, exp, sum, divide). Here
+the maximum and the subtraction are one Numba pass, numpy's own ``exp`` another, and the
+row's sum with the division a third. The result is numpy's: a maximum does not depend on
+the order (a row with a NaN is NaN, as numpy's), and the sum adds the row in numpy's
+pairwise order (:func:`.rows.pairwise`). Rows longer than :data:`.rows.MAX_ROW`, another
+axis or another dtype run numpy's steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..backends.numpy_backend import prepared_kernel
+from ..core.conv_ops import _softmax_into as numpy_softmax_into
+from ..core.registry import register_variant
+from ..tensor.data import TensorData
+from .rows import MAX_ROW, pairwise
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@njit(error_model="numpy", fastmath={"nnan"})
+def _row_max(x, m):
+    # nnan lets LLVM use the vector max; a row with a NaN is found by _shift and redone
+    for r in range(x.shape[0]):
+        row, best = x[r], x[r, 0]
+        for j in range(1, x.shape[1]):
+            best = max(best, row[j])
+        m[r] = best
+
+
+@njit(error_model="numpy")
+def _shift(x, m, e):
+    """``e = x - m`` per row; where a row holds a NaN, that NaN is the row's maximum."""
+    for r in range(x.shape[0]):
+        row, out, mr, nan = x[r], e[r], m[r], False
+        for j in range(x.shape[1]):
+            v = row[j]
+            nan |= v != v
+            out[j] = v - mr
+        if nan:
+            for j in range(x.shape[1]):
+                if row[j] != row[j]:
+                    mr = row[j]
+                    break
+            for j in range(x.shape[1]):
+                out[j] = row[j] - mr
+
+
+@njit(error_model="numpy")
+def _divide_by_sum(e, out, zero):
+    for r in range(e.shape[0]):
+        row, o = e[r], out[r]
+        s = pairwise(row, e.shape[1], zero)
+        for j in range(e.shape[1]):
+            o[j] = row[j] / s
+
+
+def _softmax_into(target, x, axis):
+    n = x.shape[-1] if x.ndim else 1
+    if axis % max(x.ndim, 1) != x.ndim - 1 or not 1 < n <= MAX_ROW or x.dtype not in _FLOATS:
+        return numpy_softmax_into(target, x, axis)
+    rows, out = x.reshape(-1, n), target.reshape(-1, n)
+    m = np.empty(rows.shape[0], x.dtype)
+    _row_max(rows, m)
+    e = np.empty_like(rows)
+    _shift(rows, m, e)
+    np.exp(e, out=e)  # numpy's exp: its SIMD bits, which a Numba loop would not give
+    _divide_by_sum(e, out, x.dtype.type(0))
+
+
+@register_variant("softmax", "rows")
+def softmax_rows(x, out, axis):
+    result = np.empty(out.shape, out.dtype)
+    with np.errstate(all="ignore"):
+        _softmax_into(result, np.ascontiguousarray(x.as_numpy_view()), axis)
+    return TensorData.from_numpy(result)
+
+
+softmax_rows.prepare = lambda out, inputs: (
+    prepared_kernel("softmax", out, inputs, _softmax_into)
+    if inputs[0].dtype == out.dtype
+    else None
+)

@@ -1,0 +1,368 @@
+"""Row groups (chapter 7's fusion, in ``max-autotune``): the sums and means over each row's
+last axis and the arithmetic around them as one loop per row.
+
+Chapter 7's rules put one reduction in a group and never broadcast its result back, so
+layer norm's backward (four means of each row, each used by the next) is a dozen
+kernels, each a pass over memory. Here every reduction of a row runs in turn while the
+row is in cache: its values go into a row-long scratch buffer and are summed there, and
+the output is written last. Inductor calls this a persistent reduction.
+
+The bits are eager's: each op is the formula chapter 7's loops inline (the same as
+numpy's ufunc), and each sum adds the row in numpy's pairwise order (:func:`pairwise`),
+so a mean is numpy's mean. A row group with an output used twice is built once per
+output (the shared part is computed twice: it is cheap, the passes over memory are not).
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import numpy as np
+from numba import njit
+
+from ..core.registry import OPS, OpKind
+from ..passes.pipeline import Stage, register_stage
+from ..passes.rewrite import replace_all_uses
+from ..tensor.data import TensorData
+from ..tensor.indexing import strides_from_shape
+from ..tracing.graph import Graph, Node
+from .exprs import generatable
+from .ir import FUSED
+
+MIN_SIZE = 1 << 12  # a smaller row group: chapter 7's groups (numpy calls) cost less
+CHUNKS = 64  # parallel: rows are split into this many runs, each with its scratch row
+# Numba caches a kernel with the helpers it calls compiled in: a new helper needs a new
+# source (its digest names the cached module), so bump this when pairwise changes.
+VERSION = 2
+MAX_ROW = 128  # numpy adds a row up to this long as one block of eight accumulators; a
+# longer one by halves: left to chapter 7's groups
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+# ---------------------------------------------------------------- numpy's pairwise sum
+
+
+@njit(cache=True)
+def pairwise(a, n, zero):
+    """``a[:n]`` summed as numpy sums a contiguous row of up to :data:`MAX_ROW`: eight
+    accumulators over the blocks of eight, added as a tree, then the rest in order."""
+    if n < 8:
+        res = zero
+        for i in range(n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3, r4, r5, r6, r7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+    i, m = 8, n - n % 8
+    while i < m:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[i]
+        i += 1
+    return res
+
+
+# ---------------------------------------------------------------- finding row groups
+
+
+def _row_reduce(n: Node) -> bool:
+    """A float sum or mean over the last axis, kept as a size-1 axis."""
+    if n.op not in ("sum", "mean") or n.spec.device != "cpu":
+        return False
+    x = n.inputs[0].spec
+    return (
+        len(x.shape) >= 1
+        and tuple(n.attrs.get("axis") or ()) == (len(x.shape) - 1,)
+        and bool(n.attrs.get("keepdims"))
+        and np.dtype(x.dtype) in _FLOATS
+        and n.spec.dtype == x.dtype
+        and 1 < x.shape[-1] <= MAX_ROW
+    )
+
+
+def layout(shape: tuple, full: tuple) -> str | None:
+    """How a value of ``shape`` is read in the rows of ``full``: per element (``elem``),
+    once per row (``row``, the last axis 1), per column (``col``) or once (``scalar``)."""
+    shape = tuple(shape)
+    if shape == full:
+        return "elem"
+    if shape == full[:-1] + (1,):
+        return "row"
+    if int(np.prod(shape)) == 1:
+        return "scalar"
+    if len(shape) <= len(full) and shape[-1] == full[-1] and int(np.prod(shape[:-1])) == 1:
+        return "col"
+    return None
+
+
+def _member(n: Node, full: tuple) -> bool:
+    """An op a row loop computes with eager's bits: elementwise, exact in IEEE (no libm)."""
+    if _row_reduce(n):
+        return tuple(n.inputs[0].spec.shape) == full
+    op = OPS.get(n.op)
+    if op is None or op.kind not in (OpKind.ELEMENTWISE, OpKind.BROADCAST):
+        return False
+    if not (op.pure and op.fusable and generatable(op)) or op.transcendental or op.parts:
+        return False
+    if n.spec.device != "cpu" or op.checks([i.spec for i in n.inputs]):
+        return False
+    if layout(n.spec.shape, full) not in ("elem", "row"):
+        return False
+    return all(layout(i.spec.shape, full) is not None for i in n.inputs)
+
+
+def _component(start: Node, full: tuple, taken: set) -> set:
+    seen, todo = {start}, [start]
+    while todo:
+        n = todo.pop()
+        for m in list(n.inputs) + list(n.users):
+            if m not in seen and m not in taken and _member(m, full):
+                seen.add(m)
+                todo.append(m)
+    return seen
+
+
+def row_groups(graph: Graph) -> list[Node]:
+    """Replace each row group of ``graph`` by a ``fused`` node of kind ``row``; the nodes."""
+    made, taken = [], set()
+    outputs = set(graph.outputs)
+    for red in [n for n in graph.nodes if _row_reduce(n)]:
+        if red in taken:
+            continue
+        full = tuple(red.inputs[0].spec.shape)
+        comp = _component(red, full, taken)
+        taken |= comp
+        if int(np.prod(full)) < MIN_SIZE:
+            continue
+        outs = [n for n in graph.nodes if n in comp and (n in outputs or set(n.users) - comp)]
+        for out in outs:
+            region = _region(out, comp, set(outs))
+            if any(_row_reduce(n) for n in region):
+                made.append(_build(graph, out, region, full, f"rows_{len(made)}"))
+    _drop_dead(graph, taken)
+    return made
+
+
+def _region(out: Node, comp: set, outs: set) -> set:
+    """What ``out`` is computed from inside ``comp``: up to the component's other
+    outputs, which their own groups compute (a value used only inside is recomputed)."""
+    seen, todo = set(), [out]
+    while todo:
+        n = todo.pop()
+        if n in comp and n not in seen and (n is out or n not in outs):
+            seen.add(n)
+            todo.extend(n.inputs)
+    return seen
+
+
+def _build(graph: Graph, out: Node, region: set, full: tuple, name: str) -> Node:
+    members = [n for n in graph.nodes if n in region]
+    ext = []
+    for m in members:
+        for i in m.inputs:
+            if i not in region and i not in ext:
+                ext.append(i)
+    sub = Graph(name)
+    env = {i: sub.add_input(i.spec, i.name) for i in ext}
+    for m in members:
+        env[m] = sub.add_node(m.op, [env[i] for i in m.inputs], m.attrs, m.spec, where=m.where)
+        env[m].name = m.name
+    sub.set_outputs([env[out]], ("leaf", 0))
+    attrs = {"graph": sub, "kind": "row", "name": name, "row": full}
+    node = graph.add_node(FUSED, ext, attrs, out.spec, where=out.where)
+    graph.nodes.pop()  # add_node appended it; it belongs where the output is
+    graph.nodes.insert(graph.nodes.index(out), node)
+    replace_all_uses(out, node)
+    return node
+
+
+def _drop_dead(graph: Graph, nodes: set) -> None:
+    """Remove the grouped nodes nothing reads any more (latest first)."""
+    for n in reversed(list(graph.nodes)):
+        if n in nodes and not n.users and n not in graph.outputs:
+            graph.nodes.remove(n)
+            for i in n.inputs:
+                if n in i.users:
+                    i.users.remove(n)
+
+
+# ---------------------------------------------------------------- the generated loop
+
+
+def _rename(lines: list, names: dict, nodes, prefix: str) -> list:
+    out = [re.sub(r"\bv(\d+)\b", rf"{prefix}\1", line) for line in lines]
+    for n in nodes:
+        if n in names:
+            names[n] = re.sub(r"\bv(\d+)\b", rf"{prefix}\1", names[n])
+    return out
+
+
+def row_source(sub: Graph, full: tuple, which: str) -> str:
+    """The source of ``which`` (``serial``/``parallel``): ``(out, R, C, x0, o0, ...)``."""
+    from .codegen import body_lines
+
+    lays = [layout(i.spec.shape, full) for i in sub.inputs]
+    loop = "prange" if which == "parallel" else "range"
+    args = "".join(f", x{k}, o{k}" for k in range(len(sub.inputs)))
+    head = [f"def {which}(out, R, C{args}):"]
+    names: dict = {}
+    # rows and columns are read through slices: an index ``j`` of ``range`` is known to be
+    # >= 0, so LLVM vectorises the loops (``x[o + base + j]`` checks for a negative index)
+    for k, (i, lay) in enumerate(zip(sub.inputs, lays)):
+        if lay == "scalar":
+            head.append(f"    a{k} = x{k}[o{k}]")
+            names[i] = f"a{k}"
+        elif lay == "col":
+            head.append(f"    r{k} = x{k}[o{k}:o{k} + C]")
+    dtypes = sorted({np.dtype(n.inputs[0].spec.dtype).name for n in sub.ops if _row_reduce(n)})
+    chunks = "min(R, CHUNKS)" if which == "parallel" else "1"
+    head += [f"    nchunk = {chunks}", f"    for c in {loop}(nchunk):"]
+    head += [f"        t_{d} = np.empty(C, np.{d})" for d in dtypes]
+    head += ["        for r in range(c * R // nchunk, (c + 1) * R // nchunk):", "            base = r * C"]
+    body = []
+    for k, (i, lay) in enumerate(zip(sub.inputs, lays)):
+        if lay == "row":
+            body.append(f"a{k} = x{k}[o{k} + r]")
+            names[i] = f"a{k}"
+        elif lay == "elem":
+            body.append(f"r{k} = x{k}[o{k} + base:o{k} + base + C]")
+    elem = {n for n in sub.ops if layout(n.spec.shape, full) == "elem"}
+
+    def chain(target: Node, tag: str) -> list:
+        """A loop over the row's columns computing elementwise ``target`` into ``name``."""
+        need, todo, loads = set(), [target], []
+        while todo:
+            n = todo.pop()
+            if n in need or n in names:
+                continue
+            need.add(n)
+            if n.op == "input":
+                k = sub.inputs.index(n)
+                loads.append(f"    a{k} = r{k}[j]")
+            else:
+                todo.extend(n.inputs)
+        local = dict(names)
+        local.update({n: f"a{sub.inputs.index(n)}" for n in need if n.op == "input"})
+        nodes = [n for n in sub.nodes if n in need and n.op != "input"]
+        lines = body_lines(SimpleNamespace(nodes=nodes, outputs=[target]), local)
+        lines = _rename(lines, local, [target], tag)
+        return ["for j in range(C):", *loads, *[f"    {line}" for line in lines]], local[target]
+
+    for t, n in enumerate(sub.ops):
+        if _row_reduce(n):
+            d = np.dtype(n.inputs[0].spec.dtype).name
+            lines, value = chain(n.inputs[0], f"e{t}_")
+            body += lines + [f"    t_{d}[j] = {value}", f"s{t} = pairwise(t_{d}, C, np.{d}(0.0))"]
+            if n.op == "mean":  # numpy's mean: the float sum divided by the count
+                body.append(f"s{t} = np.{d}(np.float64(s{t}) / C)")
+            names[n] = f"s{t}"
+        elif n not in elem:  # once per row (the inverse of a standard deviation, say)
+            local = dict(names)
+            lines = body_lines(SimpleNamespace(nodes=[n], outputs=[n]), local)
+            body += _rename(lines, local, [n], f"w{t}_")
+            names[n] = local[n]
+    out = sub.outputs[0]
+    if out in elem:
+        lines, value = chain(out, "o_")
+        body += ["row = out[base:base + C]", *lines, f"    row[j] = {value}"]
+    else:
+        body.append(f"out[r] = {names[out]}")
+    return "\n".join(head + [f"            {line}" for line in body]) + "\n"
+
+
+class RowKernel:
+    """The plan kernel of a row group: the generated loop where every input is laid out
+    as its layout says (C order), chapter 7's numpy kernel (op by op) otherwise."""
+
+    def __init__(self, node: Node):
+        from .codegen import structure_key
+        from .runtime import Generated, Refuse, module_source
+
+        self.node, self.sub, self.full = node, node.attrs["graph"], tuple(node.attrs["row"])
+        if any(c.spec.size != 1 for c in self.sub.constants):
+            raise Refuse("a constant of more than one element in a row group")
+        self.layouts = [layout(i.spec.shape, self.full) for i in self.sub.inputs]
+        if None in self.layouts:
+            raise Refuse("an input that is neither per element, per row, per column nor one")
+        self.rows, self.cols = int(np.prod(self.full[:-1])), self.full[-1]
+        key = structure_key(self.sub, ["row", *self.layouts])
+        sources = [row_source(self.sub, self.full, w) for w in ("serial", "parallel")]
+        src = module_source(key, self.sub, sources).replace(
+            "from minitorch.fusion.exprs import scalar_fn\n",
+            "from minitorch.fusion.exprs import scalar_fn\nfrom minitorch.fusion.rows import "
+            f"CHUNKS, pairwise  # v{VERSION}\n",
+            1,
+        )
+        self.gen = Generated(node)
+        self.fns = SimpleNamespace(key=key, source=src, seen=set(), serial=None, parallel=None)
+        self._fallback = None
+
+    def _load(self):
+        from . import cache
+
+        module = cache.load(self.fns.key, self.fns.source)
+        self.fns.serial, self.fns.parallel = module.serial, module.parallel
+
+    def _fits(self, d: TensorData, lay: str) -> bool:
+        if lay == "scalar":
+            return d.size == 1
+        if lay == "col":
+            return d.size == self.cols and d.strides[-1] == 1
+        return d.strides == tuple(strides_from_shape(d.shape))  # elem, row: C order
+
+    def __call__(self, *inputs, out, dest=None, **attrs):
+        if not all(self._fits(d, lay) for d, lay in zip(inputs, self.layouts)):
+            if self._fallback is None:
+                from .runtime import numpy_kernel
+
+                self._fallback = numpy_kernel(self.node, "an input not in C order")
+            return self._fallback(*inputs, out=out, dest=dest, **attrs)
+        if self.fns.serial is None:
+            self._load()
+        spec = self.node.spec
+        res = dest if dest is not None else np.empty(spec.size, spec.dtype)
+        args = [res, self.rows, self.cols]
+        for d in inputs:
+            args += [d.storage, d.offset]
+        from .runtime import PARALLEL_MIN
+
+        self.gen.call(self.fns, self.rows * self.cols >= PARALLEL_MIN, *args)
+        return TensorData(res, spec.shape, tuple(strides_from_shape(spec.shape)), 0)
+
+
+# ---------------------------------------------------------------- the pipeline's stage
+
+
+def _run(unit) -> None:
+    unit.rows = row_groups(unit.graph)
+
+
+def _explain(unit) -> list[str]:
+    made = getattr(unit, "rows", None) or []
+    lines = [f"Row groups ({len(made)}): a row's sums and means with the arithmetic around them"]
+    for n in made:
+        ops = ", ".join(m.op for m in n.attrs["graph"].ops)
+        lines.append(f"  {n.attrs['name']} over rows of {n.attrs['row'][-1]}: {ops}")
+    return lines if made else []
+
+
+register_stage(
+    Stage(
+        "rows",
+        19,  # before chapter 7's groups, which then take what is left
+        _run,
+        wanted=lambda options: options.fuse and options.mode == "max-autotune",
+        needs=tuple(f"7.{n}" for n in range(6, 11)),
+        explain=_explain,
+        rewrites=True,
+    )
+)
