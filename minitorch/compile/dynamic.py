@@ -349,7 +349,9 @@ def sized_templates(graph: Graph, guard, guarded, traces) -> dict:
             syms = [x for x, size in base.items() if size == v]
             if any(o[p] != v for o in seen):  # a multiple only where the size is seen to move
                 syms += _products(v, base)
-            syms = [x for x in syms if all(_size(x, sz) == o[p] for (_, sz), o in zip(others, seen))]
+            syms = [
+                x for x in syms if all(_size(x, sz) == o[p] for (_, sz), o in zip(others, seen))
+            ]
             template.append(syms[0] if syms else v)
         if template != list(shape):
             out[k] = (name, tuple(template))

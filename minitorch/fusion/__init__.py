@@ -3,7 +3,11 @@ IR (``ir``); the code generator, kernel cache and runtime live next to them."""
 
 # ruff: noqa: F401  (the exercise functions are importable from minitorch.fusion)
 
-from . import exprs
+from . import (
+    exprs,
+    row_kernels,  # a max-autotune variant: softmax in three passes
+    rows,  # registers the row-group stage (max-autotune)
+)
 from .codegen import body_lines, elementwise_source, loop_strides, reduce_source, structure_key
 from .codegen_cuda import make_cuda_kernel
 from .fuse import fuse, fuse_stage
@@ -24,8 +28,6 @@ from .ir import FUSED, KERNEL_MAKERS, fused_kernel, inline_fused
 from .plan_groups import PLANNED, bytes_moved, choose_groups, fuse_planned, try_plan
 from .reasons import REASONS, FusionReport, Refusal
 from .runtime import make_kernel
-from . import row_kernels  # a max-autotune variant: softmax in three passes
-from . import rows  # registers the row-group stage (max-autotune)
 
 # the CPU backends run fused nodes with generated kernels (codegen 7.6-7.10, runtime)
 KERNEL_MAKERS["numpy"] = KERNEL_MAKERS["numba"] = make_kernel

@@ -25,7 +25,8 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 @njit(error_model="numpy", fastmath={"nnan"})
 def _row_max(x, m):
-    # nnan lets LLVM use the vector max; a row with a NaN is found by _shift and redone
+    # nnan lets LLVM use the vector max, which may skip a NaN: harmless, a row with a NaN
+    # sums to NaN and so is NaN everywhere, as numpy's (whose maximum is the NaN)
     for r in range(x.shape[0]):
         row, best = x[r], x[r, 0]
         for j in range(1, x.shape[1]):
@@ -35,20 +36,10 @@ def _row_max(x, m):
 
 @njit(error_model="numpy")
 def _shift(x, m, e):
-    """``e = x - m`` per row; where a row holds a NaN, that NaN is the row's maximum."""
     for r in range(x.shape[0]):
-        row, out, mr, nan = x[r], e[r], m[r], False
+        row, out, mr = x[r], e[r], m[r]
         for j in range(x.shape[1]):
-            v = row[j]
-            nan |= v != v
-            out[j] = v - mr
-        if nan:
-            for j in range(x.shape[1]):
-                if row[j] != row[j]:
-                    mr = row[j]
-                    break
-            for j in range(x.shape[1]):
-                out[j] = row[j] - mr
+            out[j] = row[j] - mr
 
 
 @njit(error_model="numpy")
@@ -82,7 +73,5 @@ def softmax_rows(x, out, axis):
 
 
 softmax_rows.prepare = lambda out, inputs: (
-    prepared_kernel("softmax", out, inputs, _softmax_into)
-    if inputs[0].dtype == out.dtype
-    else None
+    prepared_kernel("softmax", out, inputs, _softmax_into) if inputs[0].dtype == out.dtype else None
 )

@@ -227,7 +227,10 @@ def row_source(sub: Graph, full: tuple, which: str) -> str:
     chunks = "min(R, CHUNKS)" if which == "parallel" else "1"
     head += [f"    nchunk = {chunks}", f"    for c in {loop}(nchunk):"]
     head += [f"        t_{d} = np.empty(C, np.{d})" for d in dtypes]
-    head += ["        for r in range(c * R // nchunk, (c + 1) * R // nchunk):", "            base = r * C"]
+    head += [
+        "        for r in range(c * R // nchunk, (c + 1) * R // nchunk):",
+        "            base = r * C",
+    ]
     body = []
     for k, (i, lay) in enumerate(zip(sub.inputs, lays)):
         if lay == "row":

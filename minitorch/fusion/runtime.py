@@ -727,6 +727,8 @@ def group_source(node: Node) -> str:
             f"# {n.op} by numpy\n" if reads is None else group_source(loop.node)
             for n, loop, reads in k.stages
         )
+    if hasattr(k, "layouts"):  # a row group (rows.py)
+        return k.fns.source
     if not isinstance(k, Generated):
         return f"# {node.attrs.get('name')}: runs op by op on numpy: {k.reason}\n"
     if isinstance(k, ReduceKernel):
