@@ -42,9 +42,10 @@ def compile(model_or_fn=None, *, mode: str = "default", fullgraph: bool = False,
     * ``"default"``: graph passes, fusion (chapter 7) and memory planning (chapter 8);
     * ``"reduce-overhead"``: the same, and the plan runs as one generated function
       (dumped as ``runner.py``);
-    * ``"max-autotune"``: the same, and each matmul, convolution, pool and their
-      gradients uses the kernel (numpy or Numba) measured fastest for its shapes,
-      remembered on disk.
+    * ``"max-autotune"``: the same, and each matmul, convolution, pool, softmax and
+      their gradients uses the kernel (numpy, Numba or a variant) measured fastest for
+      its shapes, remembered on disk; a row's sums and means with the arithmetic around
+      them run as one generated loop per row (``fusion/rows.py``), with eager's bits.
 
     A step function may call ``loss.backward()``, ``opt.zero_grad()`` and ``opt.step()``:
     they are traced into the step's graph, and the new parameters, gradients and
