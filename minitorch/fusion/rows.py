@@ -217,12 +217,18 @@ def row_source(sub: Graph, full: tuple, which: str) -> str:
     names: dict = {}
     # rows and columns are read through slices: an index ``j`` of ``range`` is known to be
     # >= 0, so LLVM vectorises the loops (``x[o + base + j]`` checks for a negative index)
+    body = []  # the statements per row, after its loads
     for k, (i, lay) in enumerate(zip(sub.inputs, lays)):
         if lay == "scalar":
             head.append(f"    a{k} = x{k}[o{k}]")
-            names[i] = f"a{k}"
         elif lay == "col":
             head.append(f"    r{k} = x{k}[o{k}:o{k} + C]")
+        elif lay == "row":
+            body.append(f"a{k} = x{k}[o{k} + r]")
+        else:
+            body.append(f"r{k} = x{k}[o{k} + base:o{k} + base + C]")
+        if lay in ("scalar", "row"):
+            names[i] = f"a{k}"
     dtypes = sorted({np.dtype(n.inputs[0].spec.dtype).name for n in sub.ops if _row_reduce(n)})
     chunks = "min(R, CHUNKS)" if which == "parallel" else "1"
     head += [f"    nchunk = {chunks}", f"    for c in {loop}(nchunk):"]
@@ -231,13 +237,6 @@ def row_source(sub: Graph, full: tuple, which: str) -> str:
         "        for r in range(c * R // nchunk, (c + 1) * R // nchunk):",
         "            base = r * C",
     ]
-    body = []
-    for k, (i, lay) in enumerate(zip(sub.inputs, lays)):
-        if lay == "row":
-            body.append(f"a{k} = x{k}[o{k} + r]")
-            names[i] = f"a{k}"
-        elif lay == "elem":
-            body.append(f"r{k} = x{k}[o{k} + base:o{k} + base + C]")
     elem = {n for n in sub.ops if layout(n.spec.shape, full) == "elem"}
 
     def chain(target: Node, tag: str) -> list:
