@@ -113,10 +113,16 @@ def test_a_raising_rank_is_named_and_a_silent_one_costs_the_limit():
 
 
 def test_a_rank_still_busy_at_the_limit_is_a_timeout():
-    import time
+    import threading
 
-    with pytest.raises(RankTimeout, match=r"ranks \[1\] of 2 still running after 1 s"):
-        run_threads(2, lambda c: time.sleep(3 * c.rank), timeout=1)
+    # rank 1 waits until the test lets it go; rank 0 returns at once, with seconds to spare
+    # on a busy machine (a 1 s limit once caught rank 0 not yet scheduled)
+    release = threading.Event()
+    try:
+        with pytest.raises(RankTimeout, match=r"ranks \[1\] of 2 still running after 3 s"):
+            run_threads(2, lambda c: release.wait(60) if c.rank else None, timeout=3)
+    finally:
+        release.set()
 
 
 def _stub(comm):
