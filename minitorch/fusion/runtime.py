@@ -29,7 +29,7 @@ from ..core.registry import OpKind, get_op
 from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
 from ..tracing.graph import Node
-from . import cache, vecmath
+from . import cache, inplace, vecmath
 from .codegen import (
     Loop,
     ReduceLoop,
@@ -221,23 +221,28 @@ class ElementwiseKernel(Generated):
         ndim = len(self.shape) if ndim is None else ndim
         return elementwise_source(Loop(which, ndim, list(layouts), self.lines, self.result, loop))
 
-    def prepare(self, datas: list) -> tuple:
-        """The kernels, loop shape and per-input loop strides for inputs laid out as ``datas``."""
+    def prepare(self, datas: list, dest=None) -> tuple:
+        """The kernels, loop shape and per-input loop strides for inputs laid out as ``datas``
+        (``dest``: the output's buffer on every call, when an input may be it)."""
         shape = self.shape
-        layouts = tuple(layout_of(d, shape) for d in datas)
+        layouts = inplace.mark(tuple(layout_of(d, shape) for d in datas), datas, dest)
         axes, strides = merge_axes(shape, [loop_strides(d.shape, d.strides, shape) for d in datas])
         ndim = len(axes) if len(axes) != len(shape) else None
-        fns = self.functions(layouts, lambda w: self.source(layouts, w, ndim), ndim)
+        if inplace.OUT in layouts:
+            make = lambda w: inplace.source(layouts, self.lines, self.result, w)  # noqa: E731
+        else:
+            make = lambda w: self.source(layouts, w, ndim)  # noqa: E731
+        fns = self.functions(layouts, make, ndim)
         return fns, np.array(axes, dtype=np.int64), [np.array(s, dtype=np.int64) for s in strides]
 
     def run(self, datas: list, dest=None) -> TensorData:
         shape, size = self.shape, self.node.spec.size
         out = dest if dest is not None else np.empty(size, self.dtype)
         if size:
-            key = tuple((d.shape, d.strides) for d in datas)
+            key = (*((d.shape, d.strides) for d in datas), inplace.at(datas, dest))
             prep = self._args.get(key)
             if prep is None:
-                prep = self._args[key] = self.prepare(datas)
+                prep = self._args[key] = self.prepare(datas, dest)
             fns, shape_arr, strides = prep
             args = [out, shape_arr]
             for d, st in zip(datas, strides):
@@ -326,7 +331,7 @@ def _bound_loop(gen, dest, fns, head: list, datas: list, strides: list, fixed: l
 
 def _bind_elementwise(ew, dest, specs: list, fixed: list):
     datas = [_layout(s, f) for s, f in zip(specs, fixed)]
-    fns, axes, strides = ew.prepare(datas)
+    fns, axes, strides = ew.prepare(datas, dest)
     return _bound_loop(ew, dest, fns, [dest, axes], datas, strides, fixed, ew.node.spec.size)
 
 
