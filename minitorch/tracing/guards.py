@@ -475,13 +475,18 @@ def compile_check(values: dict, sizes: dict, idents: dict, tensors: list):
         body.append(f"if len({e.read(path)}) != {int(n)}: return False")
     for path, obj in idents.items():
         body.append(f"if {e.read(path)} is not {e.const(obj)}: return False")
-    for path, (shape, dtype, device, grad) in tensors:  # ``tensor_guard``, inline
+    seen = e.const([None] * len(tensors))  # each tensor's data when it last passed
+    for k, (path, (shape, dtype, device, grad)) in enumerate(tensors):  # ``tensor_guard``
         t, d = e.read(path), f"d{len(body)}"
         shape, dtype = e.const(tuple(shape)), e.const(np.dtype(dtype))
         body.append(f"if not isinstance({t}, Tensor): return False")
         body.append(f"{d} = {t}._data")
-        body.append(f"if {d}.shape != {shape} and tuple({d}.shape) != {shape}: return False")
-        body.append(f"if {d}.dtype != {dtype} or {t}.device != {e.const(device)}: return False")
+        # a parameter holds the same data on every call: its shape and dtype were checked
+        body.append(f"if {d} is not {seen}[{k}]:")
+        body.append(f"    if {d}.shape != {shape} and tuple({d}.shape) != {shape}: return False")
+        body.append(f"    if {d}.dtype != {dtype}: return False")
+        body.append(f"    {seen}[{k}] = {d}")
+        body.append(f"if {t}.device != {e.const(device)}: return False")
         body.append(f"if bool({t}.requires_grad) is not {bool(grad)}: return False")
     return e.build(body, "True", "False", "guard")
 

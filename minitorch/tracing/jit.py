@@ -107,8 +107,32 @@ class _Binder:
             self.sig = inspect.signature(target)
         except (TypeError, ValueError):
             self.sig = None
+        # positional parameters without defaults, then maybe ``*args``: a call without
+        # keywords binds in order, without ``Signature.bind`` (7 us of a 200 us decode step)
+        self.plain, self._names = None, {}
+        if self.sig is not None:
+            ps = list(self.sig.parameters.values())
+            star = ps.pop() if ps and ps[-1].kind is inspect.Parameter.VAR_POSITIONAL else None
+            kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            if all(p.kind in kinds and p.default is p.empty for p in ps):
+                self.plain = ([p.name for p in ps], star.name if star else None)
+
+    def _plain(self, args) -> list | None:
+        """The names of a keyword-free call's values, when it binds in order (else None)."""
+        names = self._names.get(len(args))
+        if names is None:
+            fixed, star = self.plain
+            if len(args) < len(fixed) or (len(args) > len(fixed) and star is None):
+                return None  # Signature.bind raises the usual TypeError
+            extra = [f"{star}[{i}]" for i in range(len(args) - len(fixed))]
+            names = self._names[len(args)] = fixed + extra
+        return names
 
     def flatten(self, args, kwargs):
+        if self.plain is not None and not kwargs:
+            names = self._plain(args)
+            if names is not None:
+                return names, list(args), (len(args), [])
         if self.sig is None:
             keys = sorted(kwargs)
             names = [f"arg{i}" for i in range(len(args))] + keys
