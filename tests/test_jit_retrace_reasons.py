@@ -68,3 +68,37 @@ def test_an_exercise_jitted_directly_is_guarded_on_its_implementation_not_its_ca
         assert jf.trace_count == 1, jf.recompiles
     finally:
         minitorch.set_mode(mode, focus)
+
+
+def test_positional_arguments_keep_their_names_and_arity_errors():
+    """A keyword-free call binds in order without ``Signature.bind``: the same names
+    (``rest[1]``), the same TypeError for a wrong count, keywords still bound by name."""
+
+    def f(x, *rest):
+        return x + rest[-1]
+
+    jf = minitorch.jit(f)
+    jf(minitorch.ones(2), minitorch.ones(2), minitorch.ones(2))
+    jf(minitorch.ones(2), minitorch.ones(2), minitorch.ones(3, 2))
+    assert jf.recompiles[-1] == "rest[1].shape changed from (2,) to (3, 2)"
+
+    g = minitorch.jit(lambda x, y: x * y)
+    with pytest.raises(TypeError):
+        g(minitorch.ones(2))
+    with pytest.raises(TypeError):
+        g(minitorch.ones(2), minitorch.ones(2), minitorch.ones(2))
+    np.testing.assert_array_equal(g(minitorch.ones(2), y=minitorch.full((2,), 3.0)).numpy(), [3, 3])
+
+
+def test_a_parameter_given_new_data_of_another_shape_is_guarded():
+    class Holder:
+        pass
+
+    h = Holder()
+    h.w = minitorch.nn.Parameter(minitorch.ones(3, 2))
+    jf = minitorch.jit(lambda x: x @ h.w)
+    jf(minitorch.ones(4, 3))
+    jf(minitorch.ones(4, 3))  # the guard has seen the weight's data
+    h.w = minitorch.nn.Parameter(minitorch.ones(5, 2))  # another shape
+    assert jf(minitorch.ones(4, 5)).shape == (4, 2)
+    assert jf.trace_count == 2
