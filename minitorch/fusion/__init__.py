@@ -7,6 +7,7 @@ from . import (
     exprs,
     row_kernels,  # a max-autotune variant: softmax in three passes
     rows,  # registers the row-group stage (max-autotune)
+    slices,  # registers the slice-assembly stage (max-autotune)
 )
 from .codegen import body_lines, elementwise_source, loop_strides, reduce_source, structure_key
 from .codegen_cuda import make_cuda_kernel

@@ -17,7 +17,7 @@ from ..core.tensor import Tensor
 from ..tracing.graph import Graph, Node
 
 FUSED = "fused"
-KINDS = ("elementwise", "reduce", "epilogue", "row")
+KINDS = ("elementwise", "reduce", "epilogue", "row", "slices")
 
 # backend name -> maker(node) -> kernel. Code generators (chapter 7's codegen) register
 # here; a backend without a maker interprets the subgraph.

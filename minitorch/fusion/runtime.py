@@ -656,6 +656,11 @@ def _make_kernel(node: Node, backend: str | None = None) -> Callable:
 
     name = node.attrs.get("name", "fused")
     kind = node.attrs.get("kind", "elementwise")
+    if kind == "slices":  # numpy writes each slice (slices.py): no generated loop
+        from .slices import SliceKernel
+
+        DECISIONS[id(node)] = [node, "slices written into one buffer", []]
+        return SliceKernel(node)
     split = written_out(node)  # an op with parts (gelu) as those: a tanh between arithmetic
     # a transcendental of one-element inputs (Adam's beta ** t) is one call: the loop hoists it
     slow_nodes = [
@@ -734,6 +739,8 @@ def group_source(node: Node) -> str:
         )
     if hasattr(k, "layouts"):  # a row group (rows.py)
         return k.fns.source
+    if hasattr(k, "describe"):  # slice assembly (slices.py)
+        return k.describe()
     if not isinstance(k, Generated):
         return f"# {node.attrs.get('name')}: runs op by op on numpy: {k.reason}\n"
     if isinstance(k, ReduceKernel):
