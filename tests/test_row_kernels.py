@@ -115,13 +115,18 @@ def test_a_row_group_replaces_layer_norms_dozen_kernels():
     jf = _jit(_ln_backward)
     jf(x, g, w)
     made = _row_nodes(jf)
-    # the gradient for x, and g * xhat for the weight's gradient (a sum over rows)
-    assert len(made) == 2
-    assert sorted(sum(n.op == "mean" for n in m.attrs["graph"].ops) for m in made) == [2, 4]
+    # one node: the gradient for x and g * xhat (the weight's gradient sums it over the
+    # batch and rows, axes (0, 1): not every row, so outside), from the same four means
+    # of each row, both in one buffer
+    assert len(made) == 1
+    sub = made[0].attrs["graph"]
+    assert sum(n.op == "mean" for n in sub.ops) == 4
+    assert [o.spec.shape for o in sub.outputs] == [(32, 1, 64, 64)] * 2
+    assert made[0].spec.shape == (2 * 32 * 64 * 64,)
     default = _jit(_ln_backward, CompileOptions(fuse=True, memory=True, keep=True))
     default(x, g, w)
     assert not _row_nodes(default)  # chapter 7's groups as they were, outside max-autotune
-    assert "Row groups (2)" in str(mt.explain(_jit(_ln_backward))(x, g, w))
+    assert "Row groups (1)" in str(mt.explain(_jit(_ln_backward))(x, g, w))
 
 
 def test_an_input_out_of_c_order_runs_op_by_op_with_the_same_bits():
@@ -178,3 +183,17 @@ def test_max_autotune_times_the_rows_variant():
     step = next(s for s in plan.steps if s.node is not None and s.node.op == "softmax")
     variants = autotune._variants(step)
     assert "rows" in variants and getattr(variants["rows"], "writes_into", False)
+
+
+def test_a_sum_over_every_row_is_added_row_by_row_in_the_group():
+    rng = np.random.default_rng(2)
+    x, g = (mt.tensor(values(rng, (16, 64, 64), 3)) for _ in range(2))
+    w = mt.tensor(values(rng, (64,), 0))
+    jf = _jit(_ln_backward)  # (g * xhat).sum(axis=(0, 1)): every row of a 3-d x
+    got = [jf(x, g, w) for _ in range(2)][-1]
+    for a, b in zip(got, _ln_backward(x, g, w)):
+        assert same_bits(a.numpy(), b.numpy())
+    (made,) = _row_nodes(jf)
+    assert sorted(o.spec.shape for o in made.attrs["graph"].outputs) == [(16, 64, 64), (64,)]
+    source = rows.row_source(made.attrs["graph"], (16, 64, 64), "parallel")
+    assert "col1[j] = " in source and "prange" not in source  # rows in order: one thread

@@ -2,7 +2,8 @@
 
 ``graph.add_node("fused", inputs, attrs={"graph": sub, "kind": kind, "name": name}, spec)``
 where ``sub.inputs`` match ``inputs`` one for one (same specs) and ``sub.outputs``
-is one value of the node's spec. Like ``cond``, everything that walks graphs
+is one value of the node's spec (a row group may hold several, one after the other in
+a flat buffer: ``rows.py``). Like ``cond``, everything that walks graphs
 handles it by looking inside: the text form, ``verify``, DOT, the interpreter
 and, until a code generator registers a kernel, ``kernel_for`` (which then
 interprets the subgraph, so a fused graph always runs and gives eager's answer).
@@ -12,8 +13,11 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from ..core.errors import OpError
 from ..core.tensor import Tensor
+from ..tensor.data import TensorData
 from ..tracing.graph import Graph, Node
 
 FUSED = "fused"
@@ -43,7 +47,11 @@ def interpreted_kernel(node: Node) -> Callable:
     sub, device = subgraph(node), node.spec.device
 
     def fused(*inputs, out, **attrs):
-        return interpret(sub, *(Tensor._make(d, device) for d in inputs))._data
+        result = interpret(sub, *(Tensor._make(d, device) for d in inputs))
+        if len(sub.outputs) > 1:  # packed, one after the other
+            flat = np.concatenate([t.numpy().reshape(-1) for t in result])
+            return TensorData.contiguous(flat, (flat.size,))
+        return result._data
 
     fused.__name__ = node.attrs.get("name", FUSED)
     return fused
@@ -61,7 +69,13 @@ def check_fused(node: Node) -> None:
     got, want = [str(i.spec) for i in sub.inputs], [str(i.spec) for i in node.inputs]
     if got != want:
         raise OpError("verify", f"{label}: its graph takes {got} but the node's inputs are {want}")
-    if [o.spec for o in sub.outputs] != [node.spec]:
+    if len(sub.outputs) > 1:  # a row group's outputs, one after the other in one buffer
+        size = sum(o.spec.size for o in sub.outputs)
+        if node.attrs["kind"] != "row" or node.spec.shape != (size,):
+            raise OpError(
+                "verify", f"{label}: {len(sub.outputs)} outputs, not packed in {node.spec}"
+            )
+    elif [o.spec for o in sub.outputs] != [node.spec]:
         outs = [str(o.spec) for o in sub.outputs]
         raise OpError("verify", f"{label}: its graph returns {outs}, the node says {node.spec}")
 
@@ -75,6 +89,7 @@ def inline_fused(graph: Graph) -> Graph:
     new = Graph(graph.name)
     new._count = graph._count
     copies: dict[Node, Node] = {}
+    packed: dict[Node, dict] = {}  # a row group with several outputs: offset -> output
 
     def get(user: Node, i: Node) -> Node:
         if i not in copies:
@@ -97,6 +112,12 @@ def inline_fused(graph: Graph) -> Graph:
                     continue
                 inner[m] = copy(m, [inner[i] for i in m.inputs])
             copies[n] = inner[sub.outputs[0]]
+            if len(sub.outputs) > 1:  # packed: each part's view reads its output
+                starts = np.cumsum([0] + [o.spec.size for o in sub.outputs])
+                packed[n] = {int(a): inner[o] for a, o in zip(starts, sub.outputs)}
+        elif n.op == "getitem" and n.inputs[0] in packed:
+            o = packed[n.inputs[0]][n.attrs["key"][0].start]
+            copies[n] = copy(Node(n.name, "reshape", [], {"shape": n.spec.shape}, n.spec), [o])
         else:
             copies[n] = copy(n, [get(n, i) for i in n.inputs])
     new.inputs = [copies[n] for n in graph.inputs]

@@ -9,8 +9,11 @@ the output is written last. Inductor calls this a persistent reduction.
 
 The bits are eager's: each op is the formula chapter 7's loops inline (the same as
 numpy's ufunc), and each sum adds the row in numpy's pairwise order (:func:`pairwise`),
-so a mean is numpy's mean. A row group with an output used twice is built once per
-output (the shared part is computed twice: it is cheap, the passes over memory are not).
+so a mean is numpy's mean. Outputs that share a row's reduction are computed by one
+node into one buffer, one after the other, each then a view of its part (layer norm's
+input gradient with its weight's); a sum over every row (the weight's gradient) is added
+row by row as numpy does, in order. Other outputs are one node each (a shared part is
+then computed twice: it is cheap, the passes over memory are not).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 from numba import njit
 
-from ..core.registry import OPS, OpKind
+from ..core.registry import OPS, OpKind, Spec
 from ..passes.pipeline import Stage, register_stage
 from ..passes.rewrite import replace_all_uses
 from ..tensor.data import TensorData
@@ -89,6 +92,21 @@ def _row_reduce(n: Node) -> bool:
     )
 
 
+def _col_sum(n: Node, full: tuple) -> bool:
+    """A float sum over every axis but the last of a row group's value: numpy adds the rows
+    in order (a sequential sum per column), which the row loop can do as it goes."""
+    if n.op != "sum" or n.spec.device != "cpu" or n.attrs.get("keepdims"):
+        return False
+    x = n.inputs[0].spec
+    return (
+        tuple(x.shape) == full
+        and len(full) >= 2
+        and tuple(n.attrs.get("axis") or ()) == tuple(range(len(full) - 1))
+        and np.dtype(x.dtype) in _FLOATS
+        and n.spec.dtype == x.dtype
+    )
+
+
 def layout(shape: tuple, full: tuple) -> str | None:
     """How a value of ``shape`` is read in the rows of ``full``: per element (``elem``),
     once per row (``row``, the last axis 1), per column (``col``) or once (``scalar``)."""
@@ -108,6 +126,8 @@ def _member(n: Node, full: tuple) -> bool:
     """An op a row loop computes with eager's bits: elementwise, exact in IEEE (no libm)."""
     if _row_reduce(n):
         return tuple(n.inputs[0].spec.shape) == full
+    if _col_sum(n, full):
+        return True
     op = OPS.get(n.op)
     if op is None or op.kind not in (OpKind.ELEMENTWISE, OpKind.BROADCAST):
         return False
@@ -124,11 +144,14 @@ def _component(start: Node, full: tuple, taken: set) -> set:
     seen, todo = {start}, [start]
     while todo:
         n = todo.pop()
-        for m in list(n.inputs) + list(n.users):
+        # a column sum is complete only after the last row: an output, never read inside
+        nexts = list(n.inputs) + ([] if _col_sum(n, full) else list(n.users))
+        for m in nexts:
             if m not in seen and m not in taken and _member(m, full):
                 seen.add(m)
                 todo.append(m)
-    return seen
+    late = {n for n in seen if _col_sum(n, full) and any(u in seen for u in n.users)}
+    return seen - late
 
 
 def row_groups(graph: Graph) -> list[Node]:
@@ -144,12 +167,41 @@ def row_groups(graph: Graph) -> list[Node]:
         if int(np.prod(full)) < MIN_SIZE:
             continue
         outs = [n for n in graph.nodes if n in comp and (n in outputs or set(n.users) - comp)]
-        for out in outs:
-            region = _region(out, comp, set(outs))
-            if any(_row_reduce(n) for n in region):
-                made.append(_build(graph, out, region, full, f"rows_{len(made)}"))
+        for cluster in _clusters(outs, comp):
+            if len(cluster) > 1 and len({n.spec.dtype for n in cluster}) == 1:
+                cut = set(outs) - set(cluster)
+                region = set().union(*(_region(o, comp, cut) for o in cluster))
+                node = _build_packed(graph, cluster, region, full, f"rows_{len(made)}")
+                if node is not None:
+                    made.append(node)
+                    continue
+            for out in cluster:
+                region = _region(out, comp, set(outs))
+                if any(_row_reduce(n) for n in region):
+                    made.append(_build(graph, out, region, full, f"rows_{len(made)}"))
     _drop_dead(graph, taken)
     return made
+
+
+def _clusters(outs: list, comp: set) -> list[list]:
+    """The outputs in groups that share a row's reduction (layer norm's input gradient and
+    its weight's, both from the row's mean and variance): one node computes a group."""
+    reds = [{n for n in _region(o, comp, set(outs)) if _row_reduce(n)} for o in outs]
+    group = list(range(len(outs)))
+
+    def root(k: int) -> int:
+        while group[k] != k:
+            k = group[k]
+        return k
+
+    for a in range(len(outs)):
+        for b in range(a + 1, len(outs)):
+            if reds[a] & reds[b]:
+                group[root(b)] = root(a)
+    found: dict = {}
+    for k, o in enumerate(outs):
+        found.setdefault(root(k), []).append(o)
+    return list(found.values())
 
 
 def _region(out: Node, comp: set, outs: set) -> set:
@@ -164,7 +216,7 @@ def _region(out: Node, comp: set, outs: set) -> set:
     return seen
 
 
-def _build(graph: Graph, out: Node, region: set, full: tuple, name: str) -> Node:
+def _subgraph(graph: Graph, outs: list, region: set, name: str) -> tuple:
     members = [n for n in graph.nodes if n in region]
     ext = []
     for m in members:
@@ -176,12 +228,45 @@ def _build(graph: Graph, out: Node, region: set, full: tuple, name: str) -> Node
     for m in members:
         env[m] = sub.add_node(m.op, [env[i] for i in m.inputs], m.attrs, m.spec, where=m.where)
         env[m].name = m.name
-    sub.set_outputs([env[out]], ("leaf", 0))
+    sub.set_outputs([env[o] for o in outs], ("leaf", 0) if len(outs) == 1 else None)
+    return sub, ext
+
+
+def _build(graph: Graph, out: Node, region: set, full: tuple, name: str) -> Node:
+    sub, ext = _subgraph(graph, [out], region, name)
     attrs = {"graph": sub, "kind": "row", "name": name, "row": full}
     node = graph.add_node(FUSED, ext, attrs, out.spec, where=out.where)
     graph.nodes.pop()  # add_node appended it; it belongs where the output is
     graph.nodes.insert(graph.nodes.index(out), node)
     replace_all_uses(out, node)
+    return node
+
+
+def _build_packed(graph: Graph, outs: list, region: set, full: tuple, name: str) -> Node:
+    """One node computing every output of ``outs`` into one flat buffer, one after the
+    other; each output is then a view of its part (``getitem``, then ``reshape``)."""
+    sub, ext = _subgraph(graph, outs, region, name)
+    order = {n: k for k, n in enumerate(graph.nodes)}
+    at = max((order[e] for e in ext), default=-1) + 1  # after every input of the group
+    if any(order[u] < at for o in outs for u in o.users):  # and before every reader
+        return None  # a reader of one output computes another's input: one node each
+    dtype, total = outs[0].spec.dtype, sum(o.spec.size for o in outs)
+    attrs = {"graph": sub, "kind": "row", "name": name, "row": full}
+    node = graph.add_node(FUSED, ext, attrs, Spec((total,), dtype), where=outs[0].where)
+    graph.nodes.pop()
+    graph.nodes.insert(at, node)
+    offset = 0
+    for o in outs:
+        key = (slice(offset, offset + o.spec.size),)
+        part = graph.add_node("getitem", [node], {"key": key}, Spec((o.spec.size,), dtype),
+                              where=o.where)  # fmt: skip
+        view = graph.add_node("reshape", [part], {"shape": tuple(o.spec.shape)}, o.spec,
+                              where=o.where)  # fmt: skip
+        for v in (view, part):  # right after the node, before any user of an output
+            graph.nodes.remove(v)
+            graph.nodes.insert(at + 1, v)
+        replace_all_uses(o, view)
+        offset += o.spec.size
     return node
 
 
@@ -230,7 +315,10 @@ def row_source(sub: Graph, full: tuple, which: str) -> str:
         if lay in ("scalar", "row"):
             names[i] = f"a{k}"
     dtypes = sorted({np.dtype(n.inputs[0].spec.dtype).name for n in sub.ops if _row_reduce(n)})
-    chunks = "min(R, CHUNKS)" if which == "parallel" else "1"
+    sums = [o for o in sub.outputs if _col_sum(o, full)]
+    if sums:  # a column sum adds the rows in order: one thread
+        loop = "range"
+    chunks = "min(R, CHUNKS)" if which == "parallel" and not sums else "1"
     head += [f"    nchunk = {chunks}", f"    for c in {loop}(nchunk):"]
     head += [f"        t_{d} = np.empty(C, np.{d})" for d in dtypes]
     head += [
@@ -267,17 +355,25 @@ def row_source(sub: Graph, full: tuple, which: str) -> str:
             if n.op == "mean":  # numpy's mean: the float sum divided by the count
                 body.append(f"s{t} = np.{d}(np.float64(s{t}) / C)")
             names[n] = f"s{t}"
-        elif n not in elem:  # once per row (the inverse of a standard deviation, say)
+        elif n not in elem and not _col_sum(n, full):  # once per row (1 / std, say)
             local = dict(names)
             lines = body_lines(SimpleNamespace(nodes=[n], outputs=[n]), local)
             body += _rename(lines, local, [n], f"w{t}_")
             names[n] = local[n]
-    out = sub.outputs[0]
-    if out in elem:
-        lines, value = chain(out, "o_")
-        body += ["row = out[base:base + C]", *lines, f"    row[j] = {value}"]
-    else:
-        body.append(f"out[r] = {names[out]}")
+    offset = 0  # several outputs: one after the other in ``out``
+    for k, o in enumerate(sub.outputs):
+        at, tag = (f"{offset} + ", f"o{k}_") if len(sub.outputs) > 1 else ("", "o_")
+        if o in sums:  # numpy's order: the first row, then each next one added
+            lines, value = chain(o.inputs[0], tag)
+            body += [f"col{k} = out[{at}0:{at}C]", *lines,
+                     f"    col{k}[j] = {value} if r == 0 else col{k}[j] + {value}"]  # fmt: skip
+        elif o in elem:
+            lines, value = chain(o, tag)
+            row = "row" if len(sub.outputs) == 1 else f"row{k}"
+            body += [f"{row} = out[{at}base:{at}base + C]", *lines, f"    {row}[j] = {value}"]
+        else:
+            body.append(f"out[{at}r] = {names[o]}")
+        offset += o.spec.size
     return "\n".join(head + [f"            {line}" for line in body]) + "\n"
 
 
@@ -306,7 +402,6 @@ class RowKernel:
         )
         self.gen = Generated(node)
         self.fns = SimpleNamespace(key=key, source=src, seen=set(), serial=None, parallel=None)
-        self._fallback = None
 
     def _load(self):
         from . import cache
@@ -323,11 +418,11 @@ class RowKernel:
 
     def __call__(self, *inputs, out, dest=None, **attrs):
         if not all(self._fits(d, lay) for d, lay in zip(inputs, self.layouts)):
-            if self._fallback is None:
-                from .runtime import numpy_kernel
-
-                self._fallback = numpy_kernel(self.node, "an input not in C order")
-            return self._fallback(*inputs, out=out, dest=dest, **attrs)
+            # an input out of C order: a C-ordered copy (the same values, so the same bits)
+            inputs = [
+                d if self._fits(d, lay) else TensorData.from_numpy(d.as_numpy_view())
+                for d, lay in zip(inputs, self.layouts)
+            ]
         if self.fns.serial is None:
             self._load()
         spec = self.node.spec
