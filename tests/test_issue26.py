@@ -308,3 +308,49 @@ def test_a_weak_number_takes_the_tensors_kind():
     assert (m / bc).dtype == np.float32 and not (m / bc)._weak
     assert (bc * m).dtype == np.float32
     assert (mt.tensor(np.ones(2, np.int64)) * bc).dtype == np.float32  # a float beside ints
+
+
+def _adam_run(compiled, skip_first=False, bump=None, steps=5):
+    """Three parameters under one Adam; ``skip_first``: the bias has no gradient on the
+    first (eager) step, so its count lags; ``bump``: set the weight's count at step 3."""
+    rng = np.random.default_rng(0)
+    x = mt.tensor(rng.standard_normal((6, 4)).astype(np.float32))
+    w = nn.Parameter(np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32))
+    b = nn.Parameter(np.zeros(3, np.float32))
+    v = nn.Parameter(np.ones(3, np.float32))
+    opt = nn.Adam([w, b, v], lr=1e-2)
+
+    def step(x):
+        opt.zero_grad()
+        loss = (((x @ w) + b) * v).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    if skip_first:  # one eager step without b
+        opt.zero_grad()
+        ((x @ w) * v).sum().backward()
+        b.grad = None
+        opt.step()
+    f = mt.compile(step, mode="max-autotune") if compiled else step
+    for i in range(steps):
+        if bump is not None and i == 3:
+            opt.state["0"]["t"] = bump
+        f(x)
+    return [p.numpy() for p in (w, b, v)], [opt.state[k]["t"] for k in ("0", "1", "2")], f
+
+
+@pytest.mark.parametrize("skip_first,bump", [(False, None), (True, None), (False, 40)])
+def test_equal_step_counts_are_one_input_checked_on_every_call(skip_first, bump):
+    """Parameters whose Adam step counts are equal when traced read one counter (``beta
+    ** t`` once, not once per parameter); counts that differ are separate inputs, and
+    counts that were equal and differ later retrace, saying why."""
+    (pe, te, _), (pc, tc, f) = (_adam_run(c, skip_first, bump) for c in (False, True))
+    for a, b in zip(pc, pe):
+        np.testing.assert_array_equal(a, b)
+    assert tc == te and all(type(t) is int for t in tc)
+    if bump is not None:
+        assert any("step counts of 0 and 1" in r for r in f.recompiles), f.recompiles
+    entries = list(f.entries.values())
+    counters = [sum(fd[0] == "counter" for fd in e.feeds) for e in entries]
+    assert counters[0] == (2 if skip_first else 1)

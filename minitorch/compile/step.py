@@ -204,6 +204,7 @@ class StepEntry:
         self._guard = None
         self.grad_deps: list = []  # (k, spec or None): .grad read before the step wrote it
         self.aliases: list = []  # roles that were one tensor when traced (grad is velocity)
+        self.same_counts: list = []  # (counter, counter) paths equal when traced: one input
         self.names: list = []  # the parameters' names, for messages
         self.result = None  # the first call's result
         self.returned: list = []  # (result leaf, ("arg", slot) or ("param", k)): itself
@@ -224,6 +225,10 @@ class StepEntry:
             if now != spec:
                 was, now = ("None" if x is None else str(x) for x in (spec, now))
                 reasons.append(f"{self.names[k]}.grad changed from {was} to {now}")
+        for (a, b, c), (x, y, z) in self.same_counts:
+            if opts[a].state[b].get(c) != opts[x].state[y].get(z):
+                reasons.append(f"the step counts of {b} and {y} were equal when traced (one "
+                               "input) and differ now")  # fmt: skip
         for group in self.aliases:
             first = _role(group[0], params, opts)
             if any(_role(r, params, opts) is not first for r in group[1:]):
@@ -410,7 +415,7 @@ def trace_step(
         if g is not None and id(g) not in external:
             external[id(g)] = (("argrad", i), f"a{i}_grad", g)
     snap = _snapshot(params, opts)
-    counters = []
+    counters, shared, same_counts = [], {}, []
     for k, o in enumerate(opts):
         named = dict(o.named_params())
         for pname, st in o.state.items():
@@ -422,9 +427,17 @@ def trace_step(
                     # traced as a float64 scalar, so that `beta ** t` is recorded, not baked
                     # in: computed once per step, in eager's precision (a Python float)
                     param = named[pname]  # on its device, as eager's buffers
+                    path = (k, pname, key)
+                    first = shared.get((v, param.device))
+                    if first is not None:  # equal counts are one input: `beta ** t` once
+                        st[key] = first[0]  # for all parameters (checked equal per call)
+                        same_counts.append((first[1], path))
+                        counters.append((st, key))
+                        continue
                     t = st[key] = Tensor(np.array(float(v)), device=param.device)
                     t._weak = True  # and, as a Python number, it takes a tensor's kind
-                    external[id(t)] = (("counter", k, pname, key), f"{key}_{pname}", t)
+                    external[id(t)] = (("counter", *path), f"{key}_{pname}", t)
+                    shared[(v, param.device)] = (t, path)
                     counters.append((st, key))
     tracer.set_external(external)
     st = tracer.training = StepTrace(tracer)
@@ -506,6 +519,7 @@ def trace_step(
         for state, key in counters
         if any(t[0] == "item" and t[1] is state and t[2] == key for t, _ in writes)
     ]
+    entry.same_counts = same_counts
     entry.times = {"trace": t1 - t0, "passes + lowering": time.perf_counter() - t1}
     nodes, n = graph.nodes, len(graph.nodes)
     b, u = st.marks.get("backward", n), st.marks.get("backward_end", n)
