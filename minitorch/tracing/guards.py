@@ -60,8 +60,24 @@ def by_bits(key):
     if isinstance(key, float):
         return FloatBits(key)
     if isinstance(key, tuple):  # a call per nested tuple or float, not per item (every call's key)
+        if _floatless(key):  # tensors' shapes, dtypes and devices: the key as it is
+            return key
         return tuple([by_bits(k) if isinstance(k, (tuple, float)) else k for k in key])
     return key
+
+
+_PLAIN = (int, str, bool, type(None))
+
+
+def _floatless(key: tuple) -> bool:
+    """No float at any depth: only ints, strings, bools and None (exact types)."""
+    for k in key:
+        if type(k) is tuple:
+            if not _floatless(k):
+                return False
+        elif type(k) not in _PLAIN:
+            return False
+    return True
 
 
 def value_key(v):
@@ -399,7 +415,7 @@ def check(root, values: dict, sizes: dict, idents: dict, tensors: list) -> list[
 _STEPS = {
     "glob": "{x}.__globals__[{a}]",
     "cell": "{x}.__closure__[{x}.__code__.co_freevars.index({a})].cell_contents",
-    "attr": "vars({x})[{a}]",
+    "attr": "{x}.__dict__[{a}]",  # vars(x)[a], without the call
     "item": "{x}[{a}]",
     "self": "{x}.__self__",
     "func": "{x}.__func__",
@@ -451,6 +467,7 @@ class _Emitter:
         src += ["    except Exception:", f"        return {failed}", f"    return {result}"]
         scope = {"Tensor": Tensor, "tensor_guard": tensor_guard, "_fits": _fits, **self.consts}
         exec(compile("\n".join(src), f"<minitorch {name}>", "exec"), scope)  # noqa: S102
+        scope[name].source = "\n".join(src)  # to read (``entry._guard.source``)
         return scope[name]
 
 
@@ -487,7 +504,7 @@ def compile_check(values: dict, sizes: dict, idents: dict, tensors: list):
         body.append(f"    if {d}.dtype != {dtype}: return False")
         body.append(f"    {seen}[{k}] = {d}")
         body.append(f"if {t}.device != {e.const(device)}: return False")
-        body.append(f"if bool({t}.requires_grad) is not {bool(grad)}: return False")
+        body.append(f"if {t}._requires_grad is not {bool(grad)}: return False")  # a bool
     return e.build(body, "True", "False", "guard")
 
 
