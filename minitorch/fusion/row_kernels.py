@@ -3,7 +3,7 @@
 
 numpy's softmax makes five passes over memory (max, subtract, exp, sum, divide). Here
 the maximum and the subtraction are one Numba pass, numpy's own ``exp`` another, and the
-row's sum with the division a third. The result is numpy's: a maximum does not depend on
+row's sum with the division a third, each in the result's buffer (no temporary). The result is numpy's: a maximum does not depend on
 the order (a row with a NaN is NaN, as numpy's), and the sum adds the row in numpy's
 pairwise order (:func:`.rows.pairwise`). Rows longer than :data:`.rows.MAX_ROW`, another
 axis or another dtype run numpy's steps.
@@ -24,44 +24,43 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @njit(error_model="numpy", fastmath={"nnan"})
-def _row_max(x, m):
+def _row_max(row, n):
     # nnan lets LLVM use the vector max, which may skip a NaN: harmless, a row with a NaN
     # sums to NaN and so is NaN everywhere, as numpy's (whose maximum is the NaN)
-    for r in range(x.shape[0]):
-        row, best = x[r], x[r, 0]
-        for j in range(1, x.shape[1]):
-            best = max(best, row[j])
-        m[r] = best
+    best = row[0]
+    for j in range(1, n):
+        best = max(best, row[j])
+    return best
 
 
 @njit(error_model="numpy")
-def _shift(x, m, e):
+def _shift(x, e):
+    """``e = x - max(x)`` row by row: the row is read twice while it is in cache."""
     for r in range(x.shape[0]):
-        row, out, mr = x[r], e[r], m[r]
+        row, out = x[r], e[r]
+        m = _row_max(row, x.shape[1])
         for j in range(x.shape[1]):
-            out[j] = row[j] - mr
+            out[j] = row[j] - m
 
 
 @njit(error_model="numpy")
-def _divide_by_sum(e, out, zero):
+def _divide_by_sum(e, zero):
+    """Each row of ``e`` divided by its pairwise sum, in place."""
     for r in range(e.shape[0]):
-        row, o = e[r], out[r]
+        row = e[r]
         s = pairwise(row, e.shape[1], zero)
         for j in range(e.shape[1]):
-            o[j] = row[j] / s
+            row[j] = row[j] / s
 
 
 def _softmax_into(target, x, axis):
     n = x.shape[-1] if x.ndim else 1
     if axis % max(x.ndim, 1) != x.ndim - 1 or not 1 < n <= MAX_ROW or x.dtype not in _FLOATS:
         return numpy_softmax_into(target, x, axis)
-    rows, out = x.reshape(-1, n), target.reshape(-1, n)
-    m = np.empty(rows.shape[0], x.dtype)
-    _row_max(rows, m)
-    e = np.empty_like(rows)
-    _shift(rows, m, e)
-    np.exp(e, out=e)  # numpy's exp: its SIMD bits, which a Numba loop would not give
-    _divide_by_sum(e, out, x.dtype.type(0))
+    out = target.reshape(-1, n)  # every pass writes here: no temporary (2 MiB fresh pages)
+    _shift(x.reshape(-1, n), out)
+    np.exp(out, out=out)  # numpy's exp: its SIMD bits, which a Numba loop would not give
+    _divide_by_sum(out, x.dtype.type(0))
 
 
 @register_variant("softmax", "rows")
