@@ -197,3 +197,21 @@ def test_a_sum_over_every_row_is_added_row_by_row_in_the_group():
     assert sorted(o.spec.shape for o in made.attrs["graph"].outputs) == [(16, 64, 64), (64,)]
     source = rows.row_source(made.attrs["graph"], (16, 64, 64), "parallel")
     assert "col1[j] = " in source and "prange" not in source  # rows in order: one thread
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (16, 8, 64), (4, 1, 32, 256)])
+def test_a_sum_over_every_row_alone_is_numpys(shape):
+    """A bias's gradient: zero, then each row added in order, as numpy's reduction (a
+    column of -0.0 sums to +0.0; NaN and infinities as numpy gives them)."""
+    rng = np.random.default_rng(len(shape))
+    x = values(rng, shape, 3)
+    x.reshape(-1, shape[-1])[:, 1] = -0.0
+    x.reshape(-1, shape[-1])[:, 2] = np.inf
+    x.reshape(-1, shape[-1])[0, 2] = -np.inf
+    axes = tuple(range(len(shape) - 1))
+    jit_module._STORES.clear()
+    jf = mt.jit(lambda x: x.sum(axis=axes) * 1.0, options=AUTOTUNE)
+    t = mt.tensor(x)
+    got = [jf(t) for _ in range(2)][-1].numpy()
+    assert same_bits(got, x.sum(axis=axes))
+    assert [n.attrs["graph"].ops[0].op for n in _row_nodes(jf)] == ["sum"]

@@ -179,6 +179,11 @@ def row_groups(graph: Graph) -> list[Node]:
                 region = _region(out, comp, set(outs))
                 if any(_row_reduce(n) for n in region):
                     made.append(_build(graph, out, region, full, f"rows_{len(made)}"))
+    for n in [n for n in graph.nodes if n.op == "sum" and n not in taken]:
+        full = tuple(n.inputs[0].spec.shape)  # a sum over every row on its own (a bias's
+        if _col_sum(n, full) and int(np.prod(full)) >= MIN_SIZE:  # gradient): one loop
+            made.append(_build(graph, n, {n}, full, f"rows_{len(made)}"))
+            taken.add(n)
     _drop_dead(graph, taken)
     return made
 
@@ -363,10 +368,11 @@ def row_source(sub: Graph, full: tuple, which: str) -> str:
     offset = 0  # several outputs: one after the other in ``out``
     for k, o in enumerate(sub.outputs):
         at, tag = (f"{offset} + ", f"o{k}_") if len(sub.outputs) > 1 else ("", "o_")
-        if o in sums:  # numpy's order: the first row, then each next one added
+        if o in sums:  # numpy's order: zero, then each row added in turn (-0 sums to +0)
             lines, value = chain(o.inputs[0], tag)
+            zero = f"np.{np.dtype(o.spec.dtype).name}(0.0)"
             body += [f"col{k} = out[{at}0:{at}C]", *lines,
-                     f"    col{k}[j] = {value} if r == 0 else col{k}[j] + {value}"]  # fmt: skip
+                     f"    col{k}[j] = ({zero} if r == 0 else col{k}[j]) + {value}"]  # fmt: skip
         elif o in elem:
             lines, value = chain(o, tag)
             row = "row" if len(sub.outputs) == 1 else f"row{k}"
