@@ -27,6 +27,7 @@ from ..tensor.data import TensorData
 from ..tensor.indexing import strides_from_shape
 from ..tracing.graph import Graph, Node
 from .ir import FUSED
+from .rows import _subgraph
 
 
 def _ranges(key, shape) -> list | None:
@@ -105,13 +106,7 @@ def slice_groups(graph: Graph) -> list[Node]:
 
 def _build(graph: Graph, region: set, out: Node, name: str) -> Node:
     members = [n for n in graph.nodes if n in region]
-    ext = [i for m in members if m.op == "pad_slice" for i in m.inputs]
-    sub = Graph(name)
-    env = {i: sub.add_input(i.spec, i.name) for i in ext}
-    for m in members:
-        env[m] = sub.add_node(m.op, [env[i] for i in m.inputs], m.attrs, m.spec, where=m.where)
-        env[m].name = m.name
-    sub.set_outputs([env[out]], ("leaf", 0))
+    sub, ext = _subgraph(graph, [out], region, name)  # ext: the slices' values
     node = graph.add_node(FUSED, ext, {"graph": sub, "kind": "slices", "name": name}, out.spec,
                           where=out.where)  # fmt: skip
     graph.nodes.pop()  # add_node appended it; it belongs where the output is
