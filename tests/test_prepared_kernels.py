@@ -52,6 +52,15 @@ CASES = [  # (backend, op, inputs, attrs): small ones run serially, large ones i
         "numpy",
         *_case("where", [((1, 1, 6, 1), np.bool_), ((1, 4, 1, 3), F32), ((1, 4, 6, 3), F32)], {}),
     ),  # fmt: skip
+    (
+        "numba",
+        *_case("where", [((1, 1, 6, 1), np.bool_), ((1, 4, 1, 3), F32), ((1, 4, 6, 3), F32)], {}),
+    ),  # fmt: skip
+    ("numba", *_case("where", [((6, 3), np.bool_), ((), F32), ((3,), F32)], {})),
+    (
+        "numba",
+        *_case("where", [((64, 1), np.bool_), ((8, 4, 64, 64), F32), ((1,), F32)], {}),
+    ),  # fmt: skip
     ("numpy", *_case("softmax", [((2, 3, 5), F32)], {"axis": 2})),
     ("numpy", *_case("softmax", [((2, 3, 5), np.float64)], {"axis": 1})),
     (
@@ -133,3 +142,39 @@ def test_a_strided_view_is_read_only_and_exact():
     assert not v.flags.writeable and np.shares_memory(v, storage)
     with pytest.raises(ValueError):
         v[0, 0] = 1.0
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((1, 1, 6, 1), (1, 4, 1, 3), (1, 4, 6, 3)),  # a decode step's cache write
+        ((6, 5), (2, 6, 5), (1,)),  # the condition varies along the last axis
+        ((3, 1), (), (2, 3, 4)),  # a scalar operand
+        ((2, 1, 1, 3, 4), (3, 4), (3, 4)),  # 5-D: numpy's kernel
+        ((70000,), (70000,), ()),  # long enough to run in parallel
+    ],
+)
+def test_numbas_where_selects_numpys_bits(shapes):
+    """Every bit of ``np.where``: NaN payloads, -0.0, broadcast and strided operands."""
+    c = RNG.random(shapes[0]) < 0.5
+    a, b = (RNG.standard_normal(s).astype(F32) for s in shapes[1:])
+    if a.size > 2:
+        a.reshape(-1)[:3] = [np.float32(-0.0), np.nan, -np.inf]
+    weird = np.array([0x7FC01234], np.uint32).view(F32)  # a NaN with a payload
+    b = np.where(RNG.random(b.shape) < 0.1, weird, b).astype(F32)
+    if b.ndim >= 2:  # a transposed view of contiguous storage
+        b = np.ascontiguousarray(b.swapaxes(-1, -2)).swapaxes(-1, -2)
+    datas = [TensorData.from_numpy(x) for x in (c, a)] + [
+        TensorData(b.base.reshape(-1) if b.base is not None else b.reshape(-1), b.shape,
+                   tuple(s // 4 for s in b.strides), 0)  # fmt: skip
+    ]
+    want = np.where(c, a, b)
+    op, nb = get_op("where"), backends.get_backend("numba")
+    specs = [Spec(d.shape, d.dtype) for d in datas]
+    out = op.infer(*specs)
+    got = nb.kernel(op)(*datas, out=out).to_numpy()
+    assert got.view(np.uint32).tobytes() == want.view(np.uint32).tobytes()
+    kernel = nb.prepare(op, out, specs)
+    dest = np.empty(out.size, F32)
+    kernel(*datas, out=out, dest=dest)
+    assert dest.view(np.uint32).tobytes() == want.view(np.uint32).tobytes()

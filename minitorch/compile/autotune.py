@@ -105,8 +105,12 @@ def _variants(step) -> dict[str, Callable]:
     matmul), the numba backend's when that is a different kernel, and the op's registered
     variants (``register_variant``: an im2col convolution, say)."""
     op = OPS.get(step.node.op) if step.node is not None else None  # a fused group is no op
-    if op is None or op.kind not in TUNABLE or step.spec.device != "cpu":
+    if op is None or step.spec.device != "cpu":
         return {}  # the candidates are CPU kernels: a cuda plan keeps its own
+    # an elementwise op only with a numba kernel of its own (``where``'s one pass): numba's
+    # generic loops are not measured (its ``exp`` is not numpy's, bit for bit)
+    if op.kind not in TUNABLE and "numba" not in op.kernels:
+        return {}
     out, seen = {}, []
     specs = [i.spec for i in step.node.inputs]
     for backend in ("numpy", "numba"):

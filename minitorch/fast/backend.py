@@ -3,6 +3,7 @@
 Elementwise ops, reductions (sum, max, min), matmul, conv2d, pooling, softmax
 and logsumexp run as compiled parallel kernels built from the chapter-3
 exercises; the gradient ops of conv and pooling are compiled in ``conv.py``.
+``where`` is one compiled pass (``select.py``).
 Everything else (casts, comparisons, integer math) falls back to the numpy
 kernels: both backends keep tensors in the same host memory, so falling back
 costs nothing.
@@ -30,6 +31,7 @@ from . import compile as jit  # noqa: E402
 from . import (
     conv,  # noqa: F401, E402  (convolution's and pooling's gradients, compiled)
     kernels,  # noqa: F401, E402  (registers exercises 3.1-3.11)
+    select,  # noqa: F401, E402  (where, one compiled pass)
 )
 from .indexing import as_index_array  # noqa: E402
 from .scalars import scalar_for  # noqa: E402

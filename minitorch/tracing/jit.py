@@ -507,7 +507,10 @@ class JitFunction:
             return self.fn(*args, **kwargs)  # e.g. random numbers: Python draws them
         if entry.compiled is None:
             return self._trace(names, values, bound, None).result  # breaks: Python runs
-        return entry.compiled.run(*entry.inputs(self.fn, values))
+        inputs = entry.inputs(self.fn, values)
+        if not is_grad_enabled():  # nothing records; the key and guards held every spec
+            return entry.compiled.run_checked(inputs)
+        return entry.compiled.run(*inputs)
 
     def _trace(self, names, values, bound, key, ctx=None) -> Trace:
         t = trace_call(

@@ -120,8 +120,14 @@ def check_ids(op: str, ids: np.ndarray, rows: int) -> None:
 
 def _embedding_check(weight, ids) -> None:
     # every decode step checks its token: read host ids in place, copy device ones
-    host = ids.device == "cpu"
-    check_ids("embedding", ids._data.as_numpy_view() if host else ids.numpy(), weight.shape[0])
+    d = ids._data
+    if ids.device != "cpu":
+        a = ids.numpy()
+    elif d.size == 1:  # a decode step's one token, read where it sits
+        a = d.storage[d.offset : d.offset + 1]
+    else:
+        a = d.as_numpy_view()
+    check_ids("embedding", a, weight.shape[0])
 
 
 register_op(
