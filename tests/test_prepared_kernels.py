@@ -165,8 +165,12 @@ def test_numbas_where_selects_numpys_bits(shapes):
     if b.ndim >= 2:  # a transposed view of contiguous storage
         b = np.ascontiguousarray(b.swapaxes(-1, -2)).swapaxes(-1, -2)
     datas = [TensorData.from_numpy(x) for x in (c, a)] + [
-        TensorData(b.base.reshape(-1) if b.base is not None else b.reshape(-1), b.shape,
-                   tuple(s // 4 for s in b.strides), 0)  # fmt: skip
+        TensorData(
+            b.base.reshape(-1) if b.base is not None else b.reshape(-1),
+            b.shape,
+            tuple(s // 4 for s in b.strides),
+            0,
+        )  # fmt: skip
     ]
     want = np.where(c, a, b)
     op, nb = get_op("where"), backends.get_backend("numba")
