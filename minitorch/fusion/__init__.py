@@ -5,6 +5,7 @@ IR (``ir``); the code generator, kernel cache and runtime live next to them."""
 
 from . import (
     exprs,
+    recompute,  # registers the recompute stage (max-autotune)
     row_kernels,  # a max-autotune variant: softmax in three passes
     rows,  # registers the row-group stage (max-autotune)
     slices,  # registers the slice-assembly stage (max-autotune)

@@ -21,7 +21,7 @@ from ..tensor.data import TensorData
 from ..tracing.graph import Graph, Node
 
 FUSED = "fused"
-KINDS = ("elementwise", "reduce", "epilogue", "row", "slices")
+KINDS = ("elementwise", "reduce", "epilogue", "row", "slices", "layout")
 
 # backend name -> maker(node) -> kernel. Code generators (chapter 7's codegen) register
 # here; a backend without a maker interprets the subgraph.

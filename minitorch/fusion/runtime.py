@@ -661,6 +661,11 @@ def _make_kernel(node: Node, backend: str | None = None) -> Callable:
 
         DECISIONS[id(node)] = [node, "slices written into one buffer", []]
         return SliceKernel(node)
+    if kind == "layout":  # a matmul into a permuted view of its result (recompute.py)
+        from .recompute import LayoutKernel
+
+        DECISIONS[id(node)] = [node, "matmul written in its reader's layout", []]
+        return LayoutKernel(node)
     split = written_out(node)  # an op with parts (gelu) as those: a tanh between arithmetic
     # a transcendental of one-element inputs (Adam's beta ** t) is one call: the loop hoists it
     slow_nodes = [
@@ -739,7 +744,7 @@ def group_source(node: Node) -> str:
         )
     if hasattr(k, "layouts"):  # a row group (rows.py)
         return k.fns.source
-    if hasattr(k, "describe"):  # slice assembly (slices.py)
+    if hasattr(k, "describe"):  # slice assembly (slices.py), layouts (recompute.py)
         return k.describe()
     if not isinstance(k, Generated):
         return f"# {node.attrs.get('name')}: runs op by op on numpy: {k.reason}\n"
