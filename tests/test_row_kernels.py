@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minitorch as mt
-from minitorch.core.conv_ops import softmax_numpy
+from minitorch.core.conv_ops import logsumexp_numpy, softmax_numpy
 from minitorch.core.registry import Spec, dispatch
 from minitorch.fusion import rows
-from minitorch.fusion.row_kernels import softmax_rows
+from minitorch.fusion.row_kernels import logsumexp_rows, softmax_rows
 from minitorch.passes import CompileOptions
 from minitorch.tensor.data import TensorData
 from minitorch.transformer import fast, ops
@@ -165,6 +165,33 @@ def test_softmax_rows_and_numba_layer_norm_are_numpys(shape, specials):
     assert same_bits(fast.layer_norm(data, w, b, out=spec, eps=1e-5).as_numpy_view(), want)
 
 
+@pytest.mark.parametrize("shape", [(7, 60), (3, 5, 128), (4, 1), (9, 13), (6, 129)])
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_logsumexp_rows_is_numpys(shape, keepdims):
+    """The loss's logsumexp: rows of NaN, of +inf and of -inf (the shift is then 0, as
+    numpy's kernel), and a row whose maximum overflows ``exp``."""
+    rng = np.random.default_rng(len(shape))
+    x = values(rng, shape, 4)
+    rows_ = x.reshape(-1, shape[-1])
+    rows_[0], rows_[-1, -1] = -np.inf, np.inf
+    if rows_.shape[0] > 2:
+        rows_[1, 0], rows_[2] = np.nan, 100.0
+    data = TensorData.from_numpy(x)
+    out = Spec(shape[:-1] + ((1,) if keepdims else ()), np.dtype(np.float32), "cpu")
+    want = logsumexp_numpy(data, out=out, axis=len(shape) - 1, keepdims=keepdims).as_numpy_view()
+    got = logsumexp_rows(data, out=out, axis=len(shape) - 1, keepdims=keepdims)
+    assert same_bits(got.as_numpy_view(), want)
+    prepared = logsumexp_rows.prepare(out, [Spec(shape, np.dtype(np.float32), "cpu")])
+    got = prepared(data, out=out, axis=len(shape) - 1, keepdims=keepdims)
+    assert same_bits(got.as_numpy_view(), want)
+    if len(shape) == 3:  # another axis: numpy's steps
+        out = Spec((3, 128), np.dtype(np.float32), "cpu")
+        want = logsumexp_numpy(data, out=out, axis=1, keepdims=False).as_numpy_view()
+        assert same_bits(
+            logsumexp_rows(data, out=out, axis=1, keepdims=False).as_numpy_view(), want
+        )
+
+
 def test_softmax_rows_on_another_axis_is_numpys():
     x = values(np.random.default_rng(3), (4, 6, 5), 1)
     data, spec = TensorData.from_numpy(x), Spec(x.shape, np.dtype(np.float32), "cpu")
@@ -215,3 +242,22 @@ def test_a_sum_over_every_row_alone_is_numpys(shape):
     got = [jf(t) for _ in range(2)][-1].numpy()
     assert same_bits(got, x.sum(axis=axes))
     assert [n.attrs["graph"].ops[0].op for n in _row_nodes(jf)] == ["sum"]
+
+
+def test_a_sum_over_every_row_of_another_output_is_a_row_group():
+    """A bias's gradient taken from a row group's output (layer norm's input gradient, read
+    back from the packed buffer): a column sum of its own, not numpy's axis reduction."""
+    rng = np.random.default_rng(5)
+    x, g = (mt.tensor(values(rng, (16, 64, 64), 2)) for _ in range(2))
+    w = mt.tensor(values(rng, (64,), 0))
+
+    def fn(x, g, w):
+        dx, dw = _ln_backward(x, g, w)
+        return dx, dw, dx.sum(axis=(0, 1))
+
+    jf = _jit(fn)
+    got = [jf(x, g, w) for _ in range(2)][-1]
+    for a, b in zip(got, fn(x, g, w)):
+        assert same_bits(a.numpy(), b.numpy())
+    graph = [t.compiled.graph for t in jf.cache.values()][-1]
+    assert not [n for n in graph.nodes if n.op == "sum"], "a column sum left to numpy"

@@ -54,8 +54,9 @@ def cache_path() -> str:
 # Bumped when a candidate kernel changes: choices timed against the old kernels are dropped.
 # (3: kernels that prepare themselves for a plan step write into the arena: cheaper.
 # 4: softmax's "rows" variant; the Numba layer norm with numpy's bits.
-# 5: the rows variant writes every pass into the result: no temporary.)
-KERNELS = 5
+# 5: the rows variant writes every pass into the result: no temporary.
+# 6: logsumexp's "rows" variant; the Numba backend's one-pass ``where``.)
+KERNELS = 6
 
 
 def load_cache(path: str | None = None) -> dict:

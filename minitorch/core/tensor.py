@@ -462,7 +462,8 @@ def _to_numpy(data, dtype) -> np.ndarray:
                 else dt.float32
             )
         elif array.dtype.kind in "iu":
-            _check_int64("tensor", array)
+            if array.dtype.kind == "u" or array.dtype.itemsize > 8:  # a signed int64 fits
+                _check_int64("tensor", array)
             dtype = dt.int64
         elif array.dtype.kind == "b":
             dtype = dt.bool_

@@ -177,7 +177,8 @@ def row_groups(graph: Graph) -> list[Node]:
                     continue
             for out in cluster:
                 region = _region(out, comp, set(outs))
-                if any(_row_reduce(n) for n in region):
+                # a column sum alone (a bias's gradient: the sum of another output) is one too
+                if _col_sum(out, full) or any(_row_reduce(n) for n in region):
                     made.append(_build(graph, out, region, full, f"rows_{len(made)}"))
     for n in [n for n in graph.nodes if n.op == "sum" and n not in taken]:
         full = tuple(n.inputs[0].spec.shape)  # a sum over every row on its own (a bias's
