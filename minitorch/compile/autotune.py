@@ -110,7 +110,7 @@ def _variants(step) -> dict[str, Callable]:
         return {}  # the candidates are CPU kernels: a cuda plan keeps its own
     # an elementwise op only with a numba kernel of its own (``where``'s one pass): numba's
     # generic loops are not measured (its ``exp`` is not numpy's, bit for bit)
-    if op.kind not in TUNABLE and "numba" not in op.kernels:
+    if op.kind not in TUNABLE and "numba" not in _numba_kernels(op):
         return {}
     out, seen = {}, []
     specs = [i.spec for i in step.node.inputs]
@@ -128,6 +128,15 @@ def _variants(step) -> dict[str, Callable]:
         prepare = getattr(fn, "prepare", None)
         out[name] = (prepare(step.spec, specs) if prepare else None) or fn
     return out
+
+
+def _numba_kernels(op) -> dict:
+    """``op.kernels`` once the numba backend has registered its own (it loads on first use)."""
+    try:
+        backends.get_backend("numba")
+    except (KeyError, LookupError, OpError):
+        pass
+    return op.kernels
 
 
 BACKEND_OF = {"blas": "numpy"}  # a variant's name, where it is not its backend's
