@@ -50,8 +50,17 @@ def values(rng, shape, specials: int):
 def test_pairwise_is_numpys_row_sum(n, seed, dtype):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((20, n)) * 10.0 ** rng.uniform(-4, 4, (20, 1))).astype(dtype)
-    got = np.array([rows.pairwise(r, n, dtype(0.0)) for r in x])
+    got = np.array([rows.pairwise(r, n, dtype(0.0)) for r in x])  # contiguous: the vector path
     assert np.array_equal(got, x.sum(axis=-1))
+    strided = np.repeat(x, 2, axis=-1)[:, ::2]  # eight scalar accumulators
+    assert np.array_equal([rows.pairwise(r, n, dtype(0.0)) for r in strided], x.sum(axis=-1))
+
+
+def test_pairwise_keeps_nan_inf_and_signed_zero():
+    for dtype in (np.float32, np.float64):
+        for x in ([np.nan] + [1.0] * 9, [np.inf] * 8 + [-np.inf], [-0.0] * 8, [-0.0] * 17):
+            x = np.array(x, dtype)
+            assert same_bits(dtype(rows.pairwise(x, x.size, dtype(0.0))), x.sum())
 
 
 def _ln_backward(x, g, w):

@@ -22,7 +22,9 @@ import re
 from types import SimpleNamespace
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic, overload
 
 from ..core.registry import OPS, OpKind, Spec
 from ..passes.pipeline import Stage, register_stage
@@ -37,7 +39,7 @@ MIN_SIZE = 1 << 12  # a smaller row group: chapter 7's groups (numpy calls) cost
 CHUNKS = 64  # parallel: rows are split into this many runs, each with its scratch row
 # Numba caches a kernel with the helpers it calls compiled in: a new helper needs a new
 # source (its digest names the cached module), so bump this when pairwise changes.
-VERSION = 2
+VERSION = 3
 MAX_ROW = 128  # numpy adds a row up to this long as one block of eight accumulators; a
 # longer one by halves: left to chapter 7's groups
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -46,18 +48,51 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # ---------------------------------------------------------------- numpy's pairwise sum
 
 
-@njit(cache=True)
-def pairwise(a, n, zero):
-    """``a[:n]`` summed as numpy sums a contiguous row of up to :data:`MAX_ROW`: eight
-    accumulators over the blocks of eight, added as a tree, then the rest in order."""
-    if n < 8:
-        res = zero
-        for i in range(n):
-            res += a[i]
-        return res
+@intrinsic
+def _lanes(typingctx, a, m):
+    """The eight accumulators of numpy's pairwise sum over ``a[:m]`` (``8 <= m``, a multiple
+    of 8, ``a`` contiguous): lane ``k`` is ``a[k] + a[k + 8] + ...``, in that order. LLVM
+    does not vectorise eight scalar accumulators; as one ``<8 x float>`` add per block the
+    arithmetic is the same, lane by lane, in a quarter of the time."""
+    if not (isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C"
+            and a.dtype in (types.float32, types.float64) and isinstance(m, types.Integer)):
+        return None  # fmt: skip
+    dtype = a.dtype
+
+    def codegen(context, builder, sig, args):
+        ary, m = args
+        elt = context.get_value_type(dtype)
+        vec = ir.VectorType(elt, 8)
+        data = context.make_array(sig.args[0])(context, builder, ary).data
+        m = context.cast(builder, m, sig.args[1], types.intp)
+
+        def load(i):
+            ptr = builder.bitcast(builder.gep(data, [i]), vec.as_pointer())
+            return builder.load(ptr, align=elt.get_abi_alignment(context.target_data))
+
+        start = builder.basic_block
+        loop, body, done = (builder.append_basic_block(x) for x in ("loop", "body", "done"))
+        first = load(ir.Constant(m.type, 0))
+        builder.branch(loop)
+        builder.position_at_end(loop)
+        i, acc = builder.phi(m.type), builder.phi(vec)
+        i.add_incoming(ir.Constant(m.type, 8), start)
+        acc.add_incoming(first, start)
+        builder.cbranch(builder.icmp_signed("<", i, m), body, done)
+        builder.position_at_end(body)
+        acc.add_incoming(builder.fadd(acc, load(i)), body)  # no fast-math flag: IEEE, per lane
+        i.add_incoming(builder.add(i, ir.Constant(m.type, 8)), body)
+        builder.branch(loop)
+        builder.position_at_end(done)
+        lanes = [builder.extract_element(acc, ir.Constant(ir.IntType(32), k)) for k in range(8)]
+        return context.make_tuple(builder, sig.return_type, lanes)
+
+    return types.UniTuple(dtype, 8)(a, m), codegen
+
+
+def _scalar_lanes(a, m):
     r0, r1, r2, r3, r4, r5, r6, r7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
-    i, m = 8, n - n % 8
-    while i < m:
+    for i in range(8, m, 8):
         r0 += a[i]
         r1 += a[i + 1]
         r2 += a[i + 2]
@@ -66,12 +101,36 @@ def pairwise(a, n, zero):
         r5 += a[i + 5]
         r6 += a[i + 6]
         r7 += a[i + 7]
-        i += 8
+    return r0, r1, r2, r3, r4, r5, r6, r7
+
+
+def lanes(a, m):
+    """:func:`_lanes`, also for a strided or non-float ``a`` (eight scalar accumulators)."""
+    return _scalar_lanes(a, m)
+
+
+@overload(lanes)
+def _lanes_overload(a, m):
+    vector = a.ndim == 1 and a.layout == "C" and a.dtype in (types.float32, types.float64)
+    return (lambda a, m: _lanes(a, m)) if vector else _scalar_lanes
+
+
+@njit(cache=True)
+def pairwise(a, n, zero):
+    """``a[:n]`` summed as numpy sums a contiguous row of up to :data:`MAX_ROW`: eight
+    accumulators over the blocks of eight, added as a tree, then the rest in order, all
+    added to ``zero``."""
+    if n < 8:
+        res = zero
+        for i in range(n):
+            res += a[i]
+        return res
+    m = n - n % 8
+    r0, r1, r2, r3, r4, r5, r6, r7 = lanes(a, m)
     res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
+    for i in range(m, n):
         res += a[i]
-        i += 1
-    return res
+    return zero + res  # numpy's reduction starts from 0.0: a row of -0.0 sums to +0.0
 
 
 # ---------------------------------------------------------------- finding row groups
