@@ -48,15 +48,20 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # ---------------------------------------------------------------- numpy's pairwise sum
 
 
+def _vectorisable(a) -> bool:
+    """Is Numba type ``a`` a contiguous 1-D float32 or float64 array?"""
+    ok = isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C"
+    return ok and a.dtype in (types.float32, types.float64)
+
+
 @intrinsic
 def _lanes(typingctx, a, m):
     """The eight accumulators of numpy's pairwise sum over ``a[:m]`` (``8 <= m``, a multiple
     of 8, ``a`` contiguous): lane ``k`` is ``a[k] + a[k + 8] + ...``, in that order. LLVM
     does not vectorise eight scalar accumulators; as one ``<8 x float>`` add per block the
     arithmetic is the same, lane by lane, in a quarter of the time."""
-    if not (isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C"
-            and a.dtype in (types.float32, types.float64) and isinstance(m, types.Integer)):
-        return None  # fmt: skip
+    if not (_vectorisable(a) and isinstance(m, types.Integer)):
+        return None
     dtype = a.dtype
 
     def codegen(context, builder, sig, args):
@@ -111,8 +116,7 @@ def lanes(a, m):
 
 @overload(lanes)
 def _lanes_overload(a, m):
-    vector = a.ndim == 1 and a.layout == "C" and a.dtype in (types.float32, types.float64)
-    return (lambda a, m: _lanes(a, m)) if vector else _scalar_lanes
+    return (lambda a, m: _lanes(a, m)) if _vectorisable(a) else _scalar_lanes
 
 
 @njit(cache=True)
@@ -127,10 +131,11 @@ def pairwise(a, n, zero):
         return res
     m = n - n % 8
     r0, r1, r2, r3, r4, r5, r6, r7 = lanes(a, m)
+    r0 = zero + r0  # numpy's sum starts from 0.0 (a row of -0.0 sums to +0.0): the same
     res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
     for i in range(m, n):
         res += a[i]
-    return zero + res  # numpy's reduction starts from 0.0: a row of -0.0 sums to +0.0
+    return res
 
 
 # ---------------------------------------------------------------- finding row groups
