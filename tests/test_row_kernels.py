@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 import minitorch as mt
 from minitorch.core.conv_ops import logsumexp_numpy, softmax_numpy
@@ -54,6 +55,22 @@ def test_pairwise_is_numpys_row_sum(n, seed, dtype):
     assert np.array_equal(got, x.sum(axis=-1))
     strided = np.repeat(x, 2, axis=-1)[:, ::2]  # eight scalar accumulators
     assert np.array_equal([rows.pairwise(r, n, dtype(0.0)) for r in strided], x.sum(axis=-1))
+
+
+@njit
+def _max_lanes(a, m):
+    return rows.max_lanes(a, m)
+
+
+@settings(max_examples=30, derandomize=True, deadline=None)
+@given(st.integers(1, 16), st.integers(0, 2**31), st.sampled_from([np.float32, np.float64]))
+def test_max_lanes_are_the_maxima_of_every_eighth(blocks, seed, dtype):
+    x = np.random.default_rng(seed).standard_normal(8 * blocks + 3).astype(dtype)
+    x[-3:] = 100.0  # past m: never read
+    m, want = 8 * blocks, [x[k : 8 * blocks : 8].max() for k in range(8)]
+    assert list(_max_lanes(x, m)) == want  # contiguous: one vector max a block
+    assert list(_max_lanes(np.repeat(x, 2)[::2], m)) == want  # strided: eight scalars
+    assert list(rows.max_lanes(x, m)) == want  # from Python
 
 
 def test_pairwise_keeps_nan_inf_and_signed_zero():

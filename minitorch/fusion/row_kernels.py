@@ -21,17 +21,22 @@ from ..core.conv_ops import _softmax_into as numpy_softmax_into
 from ..core.conv_ops import logsumexp_numpy
 from ..core.registry import Spec, register_variant
 from ..tensor.data import TensorData
-from .rows import MAX_ROW, pairwise
+from .rows import MAX_ROW, max_lanes, pairwise
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-@njit(error_model="numpy", fastmath={"nnan"})
+@njit(error_model="numpy")
 def _row_max(row, n):
-    # nnan lets LLVM use the vector max, which may skip a NaN: harmless, a row with a NaN
-    # sums to NaN and so is NaN everywhere, as numpy's (whose maximum is the NaN)
-    best = row[0]
-    for j in range(1, n):
+    # eight running maxima a vector (LLVM leaves a max reduction scalar). They skip a NaN:
+    # harmless, a row with a NaN sums to NaN and so is NaN everywhere, as numpy's (whose
+    # maximum is the NaN); of +0.0 and -0.0 either may win: x - m is the same for both
+    best, start = row[0], 1
+    if n >= 8:
+        start = n - n % 8
+        r0, r1, r2, r3, r4, r5, r6, r7 = max_lanes(row, start)
+        best = max(max(max(r0, r1), max(r2, r3)), max(max(r4, r5), max(r6, r7)))
+    for j in range(start, n):
         best = max(best, row[j])
     return best
 

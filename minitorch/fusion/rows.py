@@ -39,7 +39,7 @@ MIN_SIZE = 1 << 12  # a smaller row group: chapter 7's groups (numpy calls) cost
 CHUNKS = 64  # parallel: rows are split into this many runs, each with its scratch row
 # Numba caches a kernel with the helpers it calls compiled in: a new helper needs a new
 # source (its digest names the cached module), so bump this when pairwise changes.
-VERSION = 3
+VERSION = 4
 MAX_ROW = 128  # numpy adds a row up to this long as one block of eight accumulators; a
 # longer one by halves: left to chapter 7's groups
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -54,45 +54,58 @@ def _vectorisable(a) -> bool:
     return ok and a.dtype in (types.float32, types.float64)
 
 
-@intrinsic
-def _lanes(typingctx, a, m):
-    """The eight accumulators of numpy's pairwise sum over ``a[:m]`` (``8 <= m``, a multiple
-    of 8, ``a`` contiguous): lane ``k`` is ``a[k] + a[k + 8] + ...``, in that order. LLVM
-    does not vectorise eight scalar accumulators; as one ``<8 x float>`` add per block the
-    arithmetic is the same, lane by lane, in a quarter of the time."""
-    if not (_vectorisable(a) and isinstance(m, types.Integer)):
-        return None
-    dtype = a.dtype
+def _blocks(combine, what: str):
+    """An intrinsic ``(a, m) -> eight lanes`` over ``a[:m]`` (``8 <= m``, a multiple of 8,
+    ``a`` contiguous): lane ``k`` is ``a[k]`` combined with ``a[k + 8]``, ``a[k + 16]``...
+    in that order, by ``combine(builder, lanes, block)`` on one ``<8 x float>`` a block."""
 
-    def codegen(context, builder, sig, args):
-        ary, m = args
-        elt = context.get_value_type(dtype)
-        vec = ir.VectorType(elt, 8)
-        data = context.make_array(sig.args[0])(context, builder, ary).data
-        m = context.cast(builder, m, sig.args[1], types.intp)
+    @intrinsic
+    def lanes8(typingctx, a, m):
+        if not (_vectorisable(a) and isinstance(m, types.Integer)):
+            return None
+        dtype = a.dtype
 
-        def load(i):
-            ptr = builder.bitcast(builder.gep(data, [i]), vec.as_pointer())
-            return builder.load(ptr, align=elt.get_abi_alignment(context.target_data))
+        def codegen(context, builder, sig, args):
+            ary, m = args
+            elt = context.get_value_type(dtype)
+            vec = ir.VectorType(elt, 8)
+            data = context.make_array(sig.args[0])(context, builder, ary).data
+            m = context.cast(builder, m, sig.args[1], types.intp)
 
-        start = builder.basic_block
-        loop, body, done = (builder.append_basic_block(x) for x in ("loop", "body", "done"))
-        first = load(ir.Constant(m.type, 0))
-        builder.branch(loop)
-        builder.position_at_end(loop)
-        i, acc = builder.phi(m.type), builder.phi(vec)
-        i.add_incoming(ir.Constant(m.type, 8), start)
-        acc.add_incoming(first, start)
-        builder.cbranch(builder.icmp_signed("<", i, m), body, done)
-        builder.position_at_end(body)
-        acc.add_incoming(builder.fadd(acc, load(i)), body)  # no fast-math flag: IEEE, per lane
-        i.add_incoming(builder.add(i, ir.Constant(m.type, 8)), body)
-        builder.branch(loop)
-        builder.position_at_end(done)
-        lanes = [builder.extract_element(acc, ir.Constant(ir.IntType(32), k)) for k in range(8)]
-        return context.make_tuple(builder, sig.return_type, lanes)
+            def load(i):
+                ptr = builder.bitcast(builder.gep(data, [i]), vec.as_pointer())
+                return builder.load(ptr, align=elt.get_abi_alignment(context.target_data))
 
-    return types.UniTuple(dtype, 8)(a, m), codegen
+            start = builder.basic_block
+            loop, body, done = (builder.append_basic_block(x) for x in ("loop", "body", "done"))
+            first = load(ir.Constant(m.type, 0))
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            i, acc = builder.phi(m.type), builder.phi(vec)
+            i.add_incoming(ir.Constant(m.type, 8), start)
+            acc.add_incoming(first, start)
+            builder.cbranch(builder.icmp_signed("<", i, m), body, done)
+            builder.position_at_end(body)
+            acc.add_incoming(combine(builder, acc, load(i)), body)
+            i.add_incoming(builder.add(i, ir.Constant(m.type, 8)), body)
+            builder.branch(loop)
+            builder.position_at_end(done)
+            k = [ir.Constant(ir.IntType(32), k) for k in range(8)]
+            lanes = [builder.extract_element(acc, j) for j in k]
+            return context.make_tuple(builder, sig.return_type, lanes)
+
+        return types.UniTuple(dtype, 8)(a, m), codegen
+
+    lanes8.__doc__ = what
+    return lanes8
+
+
+# no fast-math flag: IEEE additions, lane by lane, as numpy's eight accumulators make them
+_add_lanes = _blocks(lambda b, acc, v: b.fadd(acc, v), "numpy's pairwise accumulators")
+# a lane keeps its value unless the block's is greater (a NaN in the block is skipped)
+_max_lanes = _blocks(
+    lambda b, acc, v: b.select(b.fcmp_ordered(">", v, acc), v, acc), "eight running maxima"
+)
 
 
 def _scalar_lanes(a, m):
@@ -109,14 +122,39 @@ def _scalar_lanes(a, m):
     return r0, r1, r2, r3, r4, r5, r6, r7
 
 
+def _scalar_max_lanes(a, m):
+    r0, r1, r2, r3, r4, r5, r6, r7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+    for i in range(8, m, 8):
+        r0 = a[i] if a[i] > r0 else r0
+        r1 = a[i + 1] if a[i + 1] > r1 else r1
+        r2 = a[i + 2] if a[i + 2] > r2 else r2
+        r3 = a[i + 3] if a[i + 3] > r3 else r3
+        r4 = a[i + 4] if a[i + 4] > r4 else r4
+        r5 = a[i + 5] if a[i + 5] > r5 else r5
+        r6 = a[i + 6] if a[i + 6] > r6 else r6
+        r7 = a[i + 7] if a[i + 7] > r7 else r7
+    return r0, r1, r2, r3, r4, r5, r6, r7
+
+
 def lanes(a, m):
-    """:func:`_lanes`, also for a strided or non-float ``a`` (eight scalar accumulators)."""
+    """The eight accumulators of numpy's pairwise sum over ``a[:m]``: one ``<8 x float>``
+    add a block where ``a`` is contiguous (LLVM leaves eight scalar ones scalar)."""
     return _scalar_lanes(a, m)
+
+
+def max_lanes(a, m):
+    """The eight running maxima of ``a[:m]`` (lane ``k`` over ``a[k::8]``), as :func:`lanes`."""
+    return _scalar_max_lanes(a, m)
 
 
 @overload(lanes)
 def _lanes_overload(a, m):
-    return (lambda a, m: _lanes(a, m)) if _vectorisable(a) else _scalar_lanes
+    return (lambda a, m: _add_lanes(a, m)) if _vectorisable(a) else _scalar_lanes
+
+
+@overload(max_lanes)
+def _max_lanes_overload(a, m):
+    return (lambda a, m: _max_lanes(a, m)) if _vectorisable(a) else _scalar_max_lanes
 
 
 @njit(cache=True)
