@@ -48,7 +48,8 @@ def compile(model_or_fn=None, *, mode: str = "default", fullgraph: bool = False,
       them run as one generated loop per row (``fusion/rows.py``) and the gradients of
       slices cut from one tensor are written into one buffer (``fusion/slices.py``);
       a matmul writes attention's merged heads in place and a cheap op is recomputed
-      where it is read instead of stored (``fusion/recompute.py``), with eager's bits.
+      where it is read instead of stored (``fusion/recompute.py``), and a GELU's gradient
+      reads the forward's ``tanh`` (``fusion/share.py``), with eager's bits.
 
     A step function may call ``loss.backward()``, ``opt.zero_grad()`` and ``opt.step()``:
     they are traced into the step's graph, and the new parameters, gradients and

@@ -8,6 +8,7 @@ from . import (
     recompute,  # registers the recompute stage (max-autotune)
     row_kernels,  # a max-autotune variant: softmax in three passes
     rows,  # registers the row-group stage (max-autotune)
+    share,  # registers the stage sharing GELU's tanh with its gradient (max-autotune)
     slices,  # registers the slice-assembly stage (max-autotune)
 )
 from .codegen import body_lines, elementwise_source, loop_strides, reduce_source, structure_key
