@@ -117,7 +117,8 @@ def test_share_reshapes_orders_by_the_graph():
 
 def test_a_training_step_recomputes_the_bias_add_instead_of_storing_it():
     """TinyGPT's MLP ``x @ w1 + b1``: the GELU's gradient group recomputes it (no standalone
-    add of a matmul and a bias is left) and the step keeps eager's bits."""
+    add of a matmul and a bias is left), the gradient reads the forward's ``tanh`` (stage
+    "share": one ``tanh`` a layer, no ``gelu`` left) and the step keeps eager's bits."""
     from minitorch.nn.optim import Adam
     from minitorch.transformer.data import make_batch
     from minitorch.transformer.measure import make_step
@@ -137,6 +138,8 @@ def test_a_training_step_recomputes_the_bias_add_instead_of_storing_it():
     ]
     assert stored == [], [n.name for n in stored]
     assert "layout" in [n.attrs["kind"] for n in g.nodes if n.op == "fused"]
+    ops = [m.op for n in g.nodes for m in (n.attrs["graph"].ops if n.op == "fused" else [n])]
+    assert ops.count("tanh") == 1 and "gelu" not in ops
 
 
 def test_recompute_cheap_leaves_an_op_that_is_an_output():
