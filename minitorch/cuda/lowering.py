@@ -13,6 +13,9 @@ current mode (your kernels in learner mode)::
 
     python -m minitorch.cuda.lowering minitorch.transformer.cuda
 
+With ``--sass`` (and the CUDA toolkit's assembler installed) it goes on to the machine code
+and reports each kernel's registers, spills and loops (:mod:`minitorch.cuda.sass`).
+
 A chapter names its kernels with :func:`register`; the modules named on the command
 line are imported first, so that they register theirs.
 """
@@ -60,19 +63,30 @@ def float64_ops(body, argtypes) -> int:
     return count
 
 
-def _lower_all() -> dict:
+def _lower_all(cc=None, only: str = "") -> dict:
+    """Each kernel's float64 count, or with ``cc`` its machine code's summary (:mod:`.sass`);
+    only the kernels whose name contains ``only``."""
     # Device functions ask the current GPU for its compute capability when they compile.
     import types
 
     import numba
     from numba.cuda import dispatcher
 
-    dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=CC)
+    from . import sass
+
+    dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=cc or CC)
+    tools = sass.find_tools() if cc else None
+    if cc and tools is None:
+        raise SystemExit(f"--sass needs ptxas, cuobjdump and nvdisasm: {sass.INSTALL}")
     result = {}
     for name, (build, dtypes) in KERNELS.items():
-        for dtype in dtypes:
+        for dtype in dtypes if only in name else ():
             try:
-                count = float64_ops(*build(numba.from_dtype(np.dtype(dtype))))
+                body, argtypes = build(numba.from_dtype(np.dtype(dtype)))
+                if cc:
+                    count = sass.summary(*sass.compile_sass(body, argtypes, cc, tools))
+                else:
+                    count = float64_ops(body, argtypes)
             except NotImplementedError:
                 count = "not done"
             except Exception as e:  # a kernel that does not compile: say why
@@ -81,16 +95,19 @@ def _lower_all() -> dict:
     return result
 
 
-def report(*modules: str) -> dict:
-    """``{kernel: {dtype: float64 instructions}}``, lowered in a child process without the
-    simulator, in this process's mode; ``modules`` are imported there first."""
+def report(*modules: str, sass: str | None = None, only: str = "") -> dict:
+    """``{kernel: {dtype: float64 instructions}}`` (with ``sass="9.0"``, the machine code's
+    summary for that compute capability), lowered in a child process without the simulator,
+    in this process's mode; ``modules`` are imported there first; ``only``: the kernels whose
+    name contains it."""
     from ..exercises import get_mode
 
     mode, focus = get_mode()
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", MINITORCH_MODE=mode,
                MINITORCH_FOCUS=",".join(sorted(focus)))  # fmt: skip
-    proc = subprocess.run([sys.executable, "-m", __name__, "--json", *modules], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    flags = ["--json"] + ([f"--sass={sass}"] if sass else []) + ([f"--only={only}"] if only else [])
+    proc = subprocess.run([sys.executable, "-m", __name__, *flags, *modules], env=env,
+                          capture_output=True, text=True, timeout=1200)  # fmt: skip
     if proc.returncode:
         raise RuntimeError(f"lowering failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.splitlines()[-1])
@@ -146,24 +163,37 @@ def _course_kernels() -> None:
 
 
 def main(argv: list[str]) -> None:
+    """``[--json] [--sass[=9.0]] [--only=NAME] [module ...]``: the float64 report, or the
+    machine code's, of every kernel (or those whose name contains NAME)."""
     from numba.core import config
 
-    modules = [a for a in argv if a != "--json"]
+    from . import sass
+
+    modules = [a for a in argv if not a.startswith("--")]
+    cc = next((a.partition("=")[2] or "9.0" for a in argv if a.startswith("--sass")), None)
+    only = next((a.partition("=")[2] for a in argv if a.startswith("--only=")), "")
     if config.ENABLE_CUDASIM:  # chosen when this package loaded: lower in a child without it
-        found = report(*modules)
+        found = report(*modules, sass=cc, only=only)
     else:
         import minitorch  # noqa: F401  (registers the exercises)
 
         _course_kernels()
         for module in modules:
             importlib.import_module(module)
-        found = _lower_all()
+        found = _lower_all(tuple(int(p) for p in cc.split(".")) if cc else None, only)
     if "--json" in argv:
         print(json.dumps(found))
         return
-    print("float64 instructions left in each kernel, lowered by numba-cuda for a GPU:")
+    if cc:
+        print(f"Each kernel's machine code for compute capability {cc} (ptxas, cuobjdump):")
+    else:
+        print("float64 instructions left in each kernel, lowered by numba-cuda for a GPU:")
     for name, counts in found.items():
-        print(f"  {name:36} " + "  ".join(f"{d}: {c}" for d, c in counts.items()))
+        for d, c in counts.items():
+            if cc:
+                print(f"  {name:44} {d:8} " + (sass.line(c) if isinstance(c, dict) else c))
+        if not cc:
+            print(f"  {name:36} " + "  ".join(f"{d}: {c}" for d, c in counts.items()))
 
 
 if __name__ == "__main__":  # run as the imported module, whose KERNELS chapters fill
