@@ -341,3 +341,25 @@ def test_tuned_row_ops_of_empty_tensors(shape):
             got = mt.dispatch(name, *(dev(v) for v in args), **attrs).numpy()
         assert got.shape == want.shape and got.dtype == want.dtype, name
         np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def test_rows_of_merges_lead_dims_only_where_every_tensor_allows():
+    """A contiguous tensor's rows have one lead dim (row_start then divides nothing); a view
+    whose lead dims do not merge, in it or in the tensor numbered alike, keeps them."""
+    t = dev(RNG.standard_normal((2, 3, 4, 5)).astype("float32"))
+    x = t._data
+    shape, strides, offset, step = cr.rows_of(x, 3)
+    assert (list(shape), list(strides), step) == ([24], [5], 1)
+    shape, strides, _, step = cr.rows_of(x, 1)  # dims 2 and 3 merge, dim 0 does not follow them
+    assert (list(shape), list(strides), step) == ([2, 20], [60, 1], 20)
+    p = t.permute(0, 2, 1, 3)._data  # (2, 4, 3, 5): dims 0 and 1 no longer merge
+    assert list(cr.rows_of(p, 3)[0]) == [2, 4, 3]
+    c = mt.tensor(np.zeros((2, 4, 3, 5), "float32"), device="cuda")._data
+    assert list(cr.rows_of(c, 3)[0]) == [24] and list(cr.rows_of(c, 3, like=p)[0]) == [2, 4, 3]
+    assert list(cr.rows_of(p, 3, like=c)[1]) == [60, 5, 20]
+    a = RNG.standard_normal((2, 4, 3, 5)).astype("float32")
+    for view in (dev(a), dev(np.ascontiguousarray(a.transpose(0, 2, 1, 3))).permute(0, 2, 1, 3)):
+        for tuned in (True, False):
+            with cb.tuned(tuned):
+                got = mt.dispatch("softmax", view, axis=3).numpy()
+            np.testing.assert_allclose(got, _softmax(a, 3), rtol=2e-6, atol=1e-7)

@@ -116,9 +116,12 @@ def _no_step(q, r, dq, dr, inner, count):
     return q, r
 
 
-_same = cuda.jit(device=True)(lambda x, off, i, q: x[off + i])
-_scalar = cuda.jit(device=True)(lambda x, off, i, q: x[off])
-_repeated = cuda.jit(device=True)(lambda x, off, i, q: x[off + q])
+# Positions as unsigned integers: Numba wraps a negative signed index around, a compare and
+# a select for every access, which these never need (``python -m minitorch.cuda.lowering --sass``).
+_U = numba.uint64
+_same = cuda.jit(device=True)(lambda x, off, i, q: x[_U(off + i)])
+_scalar = cuda.jit(device=True)(lambda x, off, i, q: x[_U(off)])
+_repeated = cuda.jit(device=True)(lambda x, off, i, q: x[_U(off + q)])
 
 
 def _operand_fns(kind):
@@ -144,11 +147,11 @@ def map_body(fn, kind):
             q2, r2 = step_(q1, r1, dq, dr, ai, ac)
             q3, r3 = step_(q2, r2, dq, dr, ai, ac)
             x0, x1, x2, x3 = rd(a, ao, i, q), rd(a, ao, j, q1), rd(a, ao, k, q2), rd(a, ao, m, q3)
-            out[i], out[j], out[k], out[m] = fn(x0), fn(x1), fn(x2), fn(x3)
+            out[_U(i)], out[_U(j)], out[_U(k)], out[_U(m)] = fn(x0), fn(x1), fn(x2), fn(x3)
             q, r = step_(q3, r3, dq, dr, ai, ac)
             i += 4 * step
         while i < n:
-            out[i] = fn(rd(a, ao, i, q))
+            out[_U(i)] = fn(rd(a, ao, i, q))
             q, r = step_(q, r, dq, dr, ai, ac)
             i += step
 
@@ -185,12 +188,17 @@ def zip_body(fn, kind_a, kind_b):
                 rb(b, bo, k, qb2),
                 rb(b, bo, m, qb3),
             )
-            out[i], out[j], out[k], out[m] = fn(x0, y0), fn(x1, y1), fn(x2, y2), fn(x3, y3)
+            out[_U(i)], out[_U(j)], out[_U(k)], out[_U(m)] = (
+                fn(x0, y0),
+                fn(x1, y1),
+                fn(x2, y2),
+                fn(x3, y3),
+            )
             qa, pa = na(qa3, pa3, dqa, dpa, ai, ac)
             qb, pb = nb(qb3, pb3, dqb, dpb, bi, bc)
             i += 4 * step
         while i < n:
-            out[i] = fn(ra(a, ao, i, qa), rb(b, bo, i, qb))
+            out[_U(i)] = fn(ra(a, ao, i, qa), rb(b, bo, i, qb))
             qa, pa = na(qa, pa, dqa, dpa, ai, ac)
             qb, pb = nb(qb, pb, dqb, dpb, bi, bc)
             i += step

@@ -131,8 +131,10 @@ def _rows_kernel(kind, dtype, per_warp):
             a, p = r // parts, r % parts
             base = offset + a * length + p * chunk
             acc = start
-            for j in range(first, min(chunk, length - p * chunk), stride):
-                acc = fold(kind, acc, x[base + j])
+            j, stop = base + first, base + min(chunk, length - p * chunk)
+            while j < stop:  # simpler than range(): no step sign to test
+                acc = fold(kind, acc, x[numba.uint64(j)])
+                j += stride
             if per_warp:
                 acc = warp_fold(kind, acc)
             else:
@@ -161,8 +163,10 @@ def _cols_kernel(kind, dtype, walkers):
             acc = start
             if c < cols:
                 base = offset + a * rows * cols + c
-                for i in range(p * chunk + y, min(rows, (p + 1) * chunk), walkers):
-                    acc = fold(kind, acc, x[base + i * cols])
+                i, stop = base + (p * chunk + y) * cols, base + min(rows, (p + 1) * chunk) * cols
+                while i < stop:
+                    acc = fold(kind, acc, x[numba.uint64(i)])
+                    i += walkers * cols
             cache[t] = acc
             cuda.syncthreads()
             if y == 0 and c < cols:

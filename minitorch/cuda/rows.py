@@ -50,6 +50,8 @@ def nan_max(a, b):
 @cuda.jit(device=True)
 def row_start(r, lead_shape, lead_strides, offset):
     """Storage position of element 0 of row ``r`` (rows are numbered row-major over the lead dims)."""
+    if len(lead_shape) == 1:  # the usual case (rows_of merges dims): no int64 division,
+        return offset + r * lead_strides[0]  # which a GPU runs as a loop of dozens of instructions
     index = cuda.local.array(MAX_DIMS, numba.int64)
     to_index(r, lead_shape, index)
     return index_to_position(index, lead_strides, offset)
@@ -85,12 +87,23 @@ def tree(cache, t, n, v, fold):
     return result
 
 
-def rows_of(x: TensorData, axis: int) -> tuple:
-    """Kernel arguments for ``x``'s rows along ``axis``: (lead shape, lead strides, offset, stride)."""
-    lead = [d for d in range(x.ndim) if d != axis]
-    shape = tuple(x.shape[d] for d in lead) or (1,)
-    strides = tuple(x.strides[d] for d in lead) or (0,)
-    return cb.meta(shape), cb.meta(strides), x.offset, x.strides[axis]
+def rows_of(x: TensorData, axis: int, like: TensorData | None = None) -> tuple:
+    """Kernel arguments for ``x``'s rows along ``axis``: (lead shape, lead strides, offset, stride).
+
+    The lead dims (all but ``axis``) are merged where their strides allow it, in ``x`` and in
+    ``like`` (a tensor of the same shape whose rows the kernel numbers alike), so that a
+    contiguous tensor's rows have one lead dim and ``row_start`` divides nothing."""
+    shape, strides = [], []
+    for d in (d for d in range(x.ndim) if d != axis and x.shape[d] != 1):
+        n, both = x.shape[d], (x,) if like is None else (x, like)
+        if shape and all(strides[-1][i] == t.strides[d] * n for i, t in enumerate(both)):
+            shape[-1] *= n
+            strides[-1] = [t.strides[d] for t in both]
+        else:
+            shape.append(n)
+            strides.append([t.strides[d] for t in both])
+    return (cb.meta(tuple(shape) or (1,)), cb.meta(tuple(s[0] for s in strides) or (0,)),
+            x.offset, x.strides[axis])  # fmt: skip
 
 
 def count_rows(x: TensorData, axis: int) -> int:
@@ -145,11 +158,12 @@ def softmax(x: TensorData, out, axis: int) -> TensorData:
     if tuned_for(x, out):
         return online(x, out, axis, log=False)
     result = cb._empty(out.shape, out.dtype)
-    _, o_strides, _, o_step = rows_of(result, axis)
+    _, o_strides, _, o_step = rows_of(result, axis, like=x)
     nrows, cols = count_rows(x, axis), x.shape[axis]
     launch_rows(_softmax_kernel, nrows if result.size else 0, cols, out.dtype,
-                result.storage, o_strides, o_step, x.storage, *rows_of(x, axis), nrows, cols,
-                out.dtype.type(0), out.dtype.type(-np.inf), name="softmax")  # fmt: skip
+                result.storage, o_strides, o_step, x.storage, *rows_of(x, axis, like=result),
+                nrows, cols, out.dtype.type(0), out.dtype.type(-np.inf),
+                name="softmax")  # fmt: skip
     return result
 
 
@@ -252,8 +266,8 @@ def _online_kernel(dtype, log, per_warp):
         while r < rows:
             base = row_start(r, lead_shape, lead_strides, offset)
             m, s = lowest, zero
-            for j in range(first, cols, stride):
-                m, s = merge(m, s, x[base + j * step], one, zero)
+            for j in range(first, cols, stride):  # unsigned positions: no wraparound test
+                m, s = merge(m, s, x[numba.uint64(base + j * step)], one, zero)
             m, s = merge_lanes(m, s, per_warp, slot_m, slot_s, zero, lowest)
             if log:  # numpy's answer is m itself when m is NaN or +-inf
                 if first == 0:
@@ -262,8 +276,8 @@ def _online_kernel(dtype, log, per_warp):
                 obase = row_start(r, lead_shape, o_strides, 0)
                 scale = one / s
                 for j in range(first, cols, stride):
-                    y = math.exp(x[base + j * step] - m) * scale
-                    out[obase + j * o_step] = y if math.isfinite(m) else nan
+                    y = math.exp(x[numba.uint64(base + j * step)] - m) * scale
+                    out[numba.uint64(obase + j * o_step)] = y if math.isfinite(m) else nan
             r += rstep
 
     return kernel
@@ -280,14 +294,14 @@ def online(x: TensorData, out, axis: int, log: bool) -> TensorData:
     result = cb._empty(out.shape, out.dtype)
     nrows, cols = count_rows(x, axis), x.shape[axis]
     if log:  # one value a row, row-major: the output's strides along the row do not matter
-        o_strides, o_step = cb.meta((1,)), 0
+        o_strides, o_step, like = cb.meta((1,)), 0, None
     else:
-        _, o_strides, _, o_step = rows_of(result, axis)
+        (_, o_strides, _, o_step), like = rows_of(result, axis, like=x), result
     if result.size and nrows:
         t = out.dtype.type
         fr.row_launch(_online_kernel, (out.dtype, log), nrows, cols, result.storage, o_strides,
-                      o_step, x.storage, *rows_of(x, axis), nrows, cols, t(0), t(1), t(-np.inf),
-                      t(np.nan), name="logsumexp" if log else "softmax")  # fmt: skip
+                      o_step, x.storage, *rows_of(x, axis, like), nrows, cols, t(0), t(1),
+                      t(-np.inf), t(np.nan), name="logsumexp" if log else "softmax")  # fmt: skip
     return result
 
 

@@ -30,7 +30,7 @@ from ..cuda import rows as cr
 from ..cuda.reduce import FULL, WARP
 
 # isort: split
-import numba  # noqa: F401  (numba types inside kernel bodies)
+import numba
 from numba import cuda
 
 from ..exercises import exercise
@@ -42,6 +42,7 @@ from ..tensor.indexing import strides_from_shape
 # and the longest row a block caches in shared memory.
 ROW_THREADS = 16 if cb.SIMULATOR else 128
 MAX_COLS = 256 if cb.SIMULATOR else 2048
+u64 = numba.uint64  # a position that cannot be negative: Numba wraps no unsigned index
 
 
 @exercise("11.4")
@@ -271,8 +272,8 @@ def _welford_kernel(dtype, per_warp):
             base = cr.row_start(r, lead_shape, lead_strides, offset)
             shift = x[base]  # x - shift is exact near it: a large mean costs no digits
             n, mean, m2 = zero, zero, zero
-            for j in range(first, cols, stride):
-                v = x[base + j * step] - shift
+            for j in range(first, cols, stride):  # unsigned positions: no wraparound test
+                v = x[u64(base + j * step)] - shift
                 n += one
                 d = v - mean
                 mean += d / n
@@ -280,8 +281,9 @@ def _welford_kernel(dtype, per_warp):
             n, mean, m2 = chan_lanes(n, mean, m2, per_warp, slots)
             rstd = one / math.sqrt(m2 / n + eps)
             for j in range(first, cols, stride):
-                y = (x[base + j * step] - shift - mean) * rstd
-                out[r * cols + j] = y * w[w_offset + j * w_step] + b[b_offset + j * b_step]
+                y = (x[u64(base + j * step)] - shift - mean) * rstd
+                wj, bj = w[u64(w_offset + j * w_step)], b[u64(b_offset + j * b_step)]
+                out[u64(r * cols + j)] = y * wj + bj
             r += rstep
 
     return kernel
