@@ -111,10 +111,10 @@ def test_kernels_compute_in_the_tensors_dtype():
     assert all(n == 0 for counts in builders.values() for n in counts.values()), builders
     # the course's own kernels too: convolution, pooling, rows of any length (either way), the
     # tuned ones (reductions, online softmax and logsumexp, layer norm: a warp or a block), the
-    # tuned matmul alone and with a fused bias + relu epilogue
+    # tuned matmul alone and with a fused bias + relu epilogue, a generated elementwise chain
     own = {k: v for k, v in found.items() if not k[0].isdigit()}
     tuned = {k for k in own if k.startswith("tuned")}  # reduce.py, rows.py, elementwise.py...
-    assert len(own) - len(tuned) == 14 and "gemm + bias + relu (a fused epilogue)" in own, own
+    assert len(own) - len(tuned) == 16 and "gemm + bias + relu (a fused epilogue)" in own, own
     assert len(tuned) == 15 + len(elementwise.LOWERED), own
     assert all(n == 0 for counts in own.values() for n in counts.values()), own
     assert found["4.1 map: relu"]["float32"] > 0
