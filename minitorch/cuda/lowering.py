@@ -163,8 +163,8 @@ def _course_kernels() -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``[--json] [--sass[=9.0]] [--only=NAME] [module ...]``: the float64 report, or the
-    machine code's, of every kernel (or those whose name contains NAME)."""
+    """``[--json] [--sass[=9.0] [--record=PATH]] [--only=NAME] [module ...]``: the float64
+    report, or the machine code's, of every kernel (or those whose name contains NAME)."""
     from numba.core import config
 
     from . import sass
@@ -181,6 +181,11 @@ def main(argv: list[str]) -> None:
         for module in modules:
             importlib.import_module(module)
         found = _lower_all(tuple(int(p) for p in cc.split(".")) if cc else None, only)
+    path = next((a.partition("=")[2] for a in argv if a.startswith("--record=")), None)
+    if cc and path:  # the book's record (book/data/ch4_sass.json)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(sass.record(found, cc, sass.find_tools()), f, indent=1)
+            f.write("\n")
     if "--json" in argv:
         print(json.dumps(found))
         return

@@ -133,6 +133,18 @@ def summary(report: dict, instructions: list) -> dict:
     return dict(report, instructions=len(instructions), loops=loops)
 
 
+def record(found: dict, cc: str, tools: dict) -> dict:
+    """What the book shows (``--record PATH``): every kernel's summary, with the compute
+    capability, the assembler's version and the date, since nothing here runs at build."""
+    import datetime
+    from importlib import metadata
+
+    out = subprocess.run([tools["ptxas"], "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"V([\d.]+)", out)
+    return dict(cc=cc, ptxas=m.group(1) if m else "unknown", numba_cuda=metadata.version("numba-cuda"),
+                date=datetime.date.today().isoformat(), kernels=found)  # fmt: skip
+
+
 def line(found: dict) -> str:
     """One kernel's summary for the terminal."""
     text = (f"{found['registers']:3} registers, {found['spilled']} B spilled, "
