@@ -148,3 +148,37 @@ def test_device_arena_with_the_thread_pool():
             np.testing.assert_allclose(got.numpy(), w, rtol=1e-12)
     (runner,) = {t.compiled.runner for ts in g.store.entries.values() for t in ts}
     assert runner.describe().endswith("in a device arena") and runner.way.name != "run_plan"
+
+
+def test_groups_cuda_does_not_generate_run_as_planned_steps():
+    """A reduction group has no generated CUDA kernel: run inside one step, its ops' results
+    would be temporaries outside the arena, allocated on every call. The fuse stage unfuses
+    it on cuda (the report says so): the call allocates its arena and its result, and its
+    peak stays at or below eager's. The CPU, which generates it, keeps the group."""
+
+    def f(x, w):
+        h = (x * w + 1.0).relu()
+        e = (h - 2.0).exp()
+        return (e * 3.0).sum(axis=1) + (h * h).sum(axis=1)
+
+    rng = np.random.default_rng(0)
+    xs, ws = rng.standard_normal((16, 32)), rng.standard_normal((16, 32))
+    options = mt.CompileOptions(fuse=True, memory=True)
+    reports = {}
+    for device in ("cpu", "cuda"):
+        x, w = (mt.tensor(v, dtype="float32", device=device) for v in (xs, ws))
+        want = f(x, w).numpy()
+        g = mt.jit(f, options=options)
+        g(x, w)
+        with mt.track_memory() as eager_mem:
+            f(x, w)
+        with mt.track_memory() as mem:
+            got = g(x, w).numpy()
+        np.testing.assert_array_equal(got, want)
+        reports[device] = str(mt.explain(g)(x, w))
+        if device == "cuda":  # two allocations: the arena and the result, nothing else
+            assert mem.device.allocations == 2, mem.device.summary()
+            assert 0 < mem.device.peak <= eager_mem.device.peak, (mem.device, eager_mem.device)
+    text = " ".join(reports["cuda"].split())  # explain folds long lines
+    assert "unfused: its ops run as steps on cuda (no CUDA kernel is generated for a reduce" in text
+    assert "unfused" not in reports["cpu"] and "[reduce]" in reports["cpu"], reports["cpu"]

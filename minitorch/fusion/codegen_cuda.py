@@ -14,10 +14,12 @@ two dims, and the outermost dim needs no division at all. Positions are unsigned
 (Numba wraps a negative signed index around, a compare and a select per access), and
 launch sizes come from the device (:func:`minitorch.cuda.elementwise.grid`).
 
-Reductions on the GPU run their subgraph op by op (chapter 4's kernels); an
-epilogue group (matmul or conv2d, then bias and relu) is one tuned matmul that
-applies it as it stores (:mod:`.epilogue_cuda`). No GPU cost model is needed for
-``exp``/``tanh``, the device has fast hardware versions.
+An epilogue group (matmul or conv2d, then bias and relu) is one tuned matmul that
+applies it as it stores (:mod:`.epilogue_cuda`). A group with a reduction has no
+generator here: the fuse stage gives its ops back as steps of their own on cuda
+(:func:`why_not_generated`, ``fuse.unfuse_for_cuda``), so that each result has its
+place in chapter 8's arena rather than being a temporary of one step. No GPU cost
+model is needed for ``exp``/``tanh``, the device has fast hardware versions.
 """
 
 from __future__ import annotations
@@ -152,6 +154,25 @@ class CudaElementwise:
             tuple(int(s) for s in np.cumprod((1,) + spec.shape[:0:-1])[::-1]) if spec.shape else ()
         )
         return TensorData(result, spec.shape, strides, 0)
+
+
+def why_not_generated(node: Node) -> str | None:
+    """Why ``make_cuda_kernel`` would run this fused node op by op (None: it generates it).
+    The fuse stage unfuses such groups on cuda, so that their ops are planned steps."""
+    from ..core.registry import get_op
+    from .epilogue_cuda import CudaEpilogue
+
+    kind, sub = node.attrs.get("kind"), node.attrs["graph"]
+    if kind == "epilogue":
+        try:
+            CudaEpilogue(node, None)
+        except ValueError as e:
+            return str(e)
+        return None
+    if kind != "elementwise":
+        return f"no CUDA kernel is generated for a {kind} group"
+    bad = sorted({n.op for n in sub.ops if not generatable(get_op(n.op))})
+    return f"no per-element formula for {', '.join(bad)}" if bad else None
 
 
 def make_cuda_kernel(node: Node) -> Callable:

@@ -48,9 +48,34 @@ def fuse_stage(graph: Graph, debug=False, dump=None, number=1, grouping="greedy"
 
 def _run(unit) -> None:
     unit.fusion = fuse_stage(unit.graph, debug=unit.debug, grouping=unit.options.grouping)
+    if any(n.spec.device == "cuda" for n in unit.graph.inputs):
+        unfuse_for_cuda(unit.graph, unit.fusion)
     for n in unit.graph.nodes if unit.options.fast_math else ():  # the code generator reads it
         if n.op == FUSED:
             n.attrs["fast_math"] = True
+
+
+def unfuse_for_cuda(graph, report: FusionReport) -> None:
+    """On cuda, a group with no generated kernel would run op by op inside one step, each
+    op's result a temporary outside chapter 8's arena: its ops become steps again (each
+    result planned in the arena, the same launches). The report says which and why."""
+    from ..core import capability
+    from .codegen_cuda import why_not_generated
+    from .ir import unfuse
+    from .runtime import CODEGEN
+
+    if capability.missing(CODEGEN):  # exercises 7.6-7.10 not written: nothing is generated
+        return
+    why = {}
+
+    def pick(node) -> bool:
+        why[node] = why_not_generated(node)
+        return why[node] is not None
+
+    for node in unfuse(graph, pick):
+        report.unfused.append((node.attrs["name"], why[node]))
+        report.groups.remove(node)
+    report.nodes_after = len(graph)
 
 
 def _explain(unit) -> list[str]:

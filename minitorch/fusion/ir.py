@@ -129,6 +129,46 @@ def inline_fused(graph: Graph) -> Graph:
     return new
 
 
+def unfuse(graph: Graph, which: Callable[[Node], bool]) -> list[Node]:
+    """Replace, in ``graph`` itself, each one-output fused node that ``which`` picks by its
+    subgraph's nodes: what a backend with no kernel for a group runs, as steps of their own
+    (each result then gets its own place in chapter 8's arena, instead of a temporary that
+    the group's interpreter allocates). Names already taken get a fresh one. Returns the
+    fused nodes replaced."""
+    taken = {n.name for n in graph.nodes}
+    done = []
+    for n in list(graph.nodes):
+        if n.op != FUSED or len(subgraph(n).outputs) != 1 or not which(n):
+            continue
+        sub = subgraph(n)
+        inner: dict = dict(zip(sub.inputs, n.inputs))
+        made = []
+        for m in sub.nodes:
+            if m.op == "input":
+                continue
+            name = m.name
+            if name in taken:
+                name, graph._count = f"u{graph._count}", graph._count + 1
+            taken.add(name)
+            c = Node(name, m.op, [inner[i] for i in m.inputs], m.attrs, m.spec, m.where,
+                     m.value, graph)  # fmt: skip
+            for i in c.inputs:
+                i.users.append(c)
+            inner[m] = c
+            made.append(c)
+        out = inner[sub.outputs[0]]
+        for u in n.users:  # one entry per use: each becomes a use of the inlined output
+            u.inputs[u.inputs.index(n)] = out
+            out.users.append(u)
+        for i in n.inputs:
+            i.users.remove(n)
+        at = graph.nodes.index(n)
+        graph.nodes[at : at + 1] = made
+        graph.outputs = [out if o is n else o for o in graph.outputs]
+        done.append(n)
+    return done
+
+
 def verify_with_fused(graph: Graph, verify_graph: Callable[[Graph], None]) -> None:
     """``verify`` for a graph holding fused nodes: each node's subgraph and interface,
     then the whole program with every group inlined (so the chapter-5 checks apply)."""

@@ -52,6 +52,7 @@ class FusionReport:
     recomputed: list = field(default_factory=list)  # (original node, the group's copy)
     nodes_before: int = 0
     nodes_after: int = 0
+    unfused: list = field(default_factory=list)  # (group name, why): ops run as steps (cuda)
 
     def reasons(self) -> dict:
         """``{reason: count}`` over the refusals."""
@@ -71,6 +72,8 @@ class FusionReport:
             out.append(f"  {n.attrs['name']} [{n.attrs['kind']}] %{n.name}: {ops}")
         for orig, copy in self.recomputed:
             out.append(f"  recomputed %{orig.name} ({orig.op}) inside a group as %{copy.name}")
+        for name, why in self.unfused:
+            out.append(f"  {name} unfused: its ops run as steps on cuda ({why})")
         if self.refusals:
             out.append("  not fused (producer -> consumer: reason):")
             out += [f"    {r}" for r in self.refusals]
